@@ -1,0 +1,36 @@
+# vcbus developer entry points. `make test` works on a fresh machine: it creates
+# the virtual env, installs everything, builds/fetches the test binaries and runs
+# the whole suite (layering contracts included).
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: venv test test-fast lint run bench envtest clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+lint: $(STAMP)
+	$(BIN)/lint-imports
+
+test: $(STAMP)
+	$(BIN)/lint-imports
+	$(BIN)/python -m pytest
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m "not slow"
+
+run: $(STAMP)
+	$(BIN)/vcbus replay examples/resnet-dist-train.jsonl
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/replay.py --quick
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info

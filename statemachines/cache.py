@@ -1,0 +1,217 @@
+"""The controller's cache, as plain data: jobs, their pods by task, their PodGroup.
+
+Volcano keeps the same shape in memory (`pkg/controllers/cache`): one entry per
+job key, pods grouped by task name then pod name, filled from watch events.
+vcbus also records its *own* writes here as soon as it decides them (a created
+pod appears as Pending, a killed pod is marked deleting and out-of-sync, a
+deleted PodGroup is gone): the model of a controller whose informer reflects
+its own writes at once. Observed events then refine that picture; they never
+erase our marks for the same pod.
+
+This module also holds §4.1/§4.2's rules for reading a pod: which pods count,
+their exit code, their container restarts.
+"""
+
+from __future__ import annotations
+
+from statemachines.objects import Job, Pod, controller_job_ref
+from statemachines.status import JobStatus
+
+OUT_OF_SYNC = "volcano.sh/controller-out-of-sync"
+TASK_SPEC = "volcano.sh/task-spec"
+JOB_NAME = "volcano.sh/job-name"
+JOB_VERSION = "volcano.sh/job-version"
+PARTITION_ID = "volcano.sh/partition-id"
+
+
+class PodState:
+    """One cached pod: what the controller needs of it."""
+
+    __slots__ = (
+        "name",
+        "uid",
+        "task",
+        "phase",
+        "version",
+        "out_of_sync",
+        "deleting",
+        "restarts",
+        "ready",
+        "partition",
+        "resource_version",
+        "observed",
+    )
+
+    def __init__(self, name: str, task: str, *, phase: str = "Pending", version: int = 0) -> None:
+        self.name = name
+        self.uid = ""
+        self.task = task
+        self.phase = phase
+        self.version = version
+        self.out_of_sync = False
+        self.deleting = False
+        self.restarts = 0
+        self.ready = True
+        self.partition = ""
+        self.resource_version = ""
+        self.observed = False  # False while it is only our own CreatePod
+
+    def refresh(self, pod: Pod, version: int) -> None:
+        """Take what was observed; our own marks (killed, deleting) stay for the same uid."""
+        meta = pod.metadata
+        same = self.uid == meta.uid or not self.uid
+        annotations = meta.annotations or {}
+        self.out_of_sync = (self.out_of_sync and same) or OUT_OF_SYNC in annotations
+        self.deleting = (self.deleting and same) or meta.deletion_timestamp is not None
+        self.uid = meta.uid
+        self.phase = pod.status.phase
+        self.version = version
+        self.resource_version = meta.resource_version
+        labels = meta.labels or {}
+        self.partition = labels.get(PARTITION_ID, "")
+        restarts, ready = 0, True
+        for cs in pod.status.container_statuses or ():
+            restarts += cs.restart_count
+            ready = ready and cs.ready
+        for cs in pod.status.init_container_statuses or ():
+            restarts += cs.restart_count
+        self.restarts = restarts
+        self.ready = ready
+        self.observed = True
+
+
+class PodGroupState:
+    __slots__ = ("name", "uid", "phase")
+
+    def __init__(self, name: str, uid: str = "", phase: str = "") -> None:
+        self.name = name
+        self.uid = uid
+        self.phase = phase
+
+
+class JobEntry:
+    """Everything the controller holds for one job key."""
+
+    __slots__ = (
+        "key",
+        "namespace",
+        "name",
+        "job",
+        "raw",
+        "status",
+        "pods",
+        "pg",
+        "pg_gone",
+        "timers",
+        "recorded",
+        "trail",
+        "followup",
+        "deleted",
+        "consumed",
+    )
+
+    def __init__(self, key: str, namespace: str, name: str) -> None:
+        self.key = key
+        self.namespace = namespace
+        self.name = name
+        self.job: Job | None = None
+        self.raw: bytes | None = None  # the vcjob object's JSON, kept only when pods are rendered
+        self.status: JobStatus | None = None  # the status vcbus decided
+        self.pods: dict[str, dict[str, PodState]] = {}
+        self.pg: PodGroupState | None = None
+        self.pg_gone: set[str] = set()  # uids of PodGroups we deleted: ignore their late events
+        self.timers: dict[str, object] = {}  # delayed-action registry, by pod name ("" for job level)
+        self.recorded: tuple[str, int] | None = None  # last (phase, retryCount) seen in the log
+        self.trail: list[tuple[str, int]] = []  # (phase, retryCount) we went through since then
+        self.followup = False  # our status write changed the phase: one more OutOfSync pass
+        self.deleted = False
+        self.consumed: set[str] = set()  # Command uids already executed
+
+    def find_pod(self, task: str, name: str) -> PodState | None:
+        pods = self.pods.get(task)
+        return pods.get(name) if pods else None
+
+    def put_pod(self, pod: PodState) -> None:
+        self.pods.setdefault(pod.task, {})[pod.name] = pod
+
+    def drop_pod(self, task: str, name: str) -> PodState | None:
+        pods = self.pods.get(task)
+        if not pods:
+            return None
+        pod = pods.pop(name, None)
+        if not pods:
+            del self.pods[task]
+        return pod
+
+    def live_pods(self) -> int:
+        return sum(len(p) for p in self.pods.values())
+
+
+class PodIdentity:
+    """What §4.1 takes from a pod: which job and task it belongs to, and its job version."""
+
+    __slots__ = ("job_name", "task", "version", "job_uid")
+
+    def __init__(self, job_name: str, task: str, version: int, job_uid: str) -> None:
+        self.job_name = job_name
+        self.task = task
+        self.version = version
+        self.job_uid = job_uid
+
+
+def pod_identity(pod: Pod) -> PodIdentity | None:
+    """None when the controller ignores the pod (§4.1)."""
+    ref = controller_job_ref(pod.metadata)
+    if ref is None:
+        return None
+    annotations = pod.metadata.annotations
+    if not annotations:
+        return None
+    job_name = annotations.get(JOB_NAME)
+    task = annotations.get(TASK_SPEC)
+    version_text = annotations.get(JOB_VERSION)
+    if job_name is None or task is None or version_text is None:
+        return None
+    try:
+        version = int(version_text, 10)
+    except ValueError:
+        return None
+    if not -(2**31) <= version < 2**31:
+        return None
+    return PodIdentity(job_name, task, version, ref.uid)
+
+
+def first_exit_code(pod: Pod) -> int:
+    """Exit code of `containerStatuses[0]`'s terminated state, else 0 (§4.2)."""
+    statuses = pod.status.container_statuses
+    if statuses:
+        state = statuses[0].state
+        if state is not None and state.terminated is not None:
+            return state.terminated.exit_code
+    return 0
+
+
+def object_time(pod: Pod) -> str | None:
+    """The latest timestamp a pod carries: when this change happened, as far as it tells."""
+    meta = pod.metadata
+    best = meta.deletion_timestamp or meta.creation_timestamp
+    status = pod.status
+    for cond in status.conditions or ():
+        t = cond.last_transition_time
+        if t and (best is None or t > best):
+            best = t
+    for cs in status.container_statuses or ():
+        st = cs.state
+        if st is None:
+            continue
+        if st.terminated is not None:
+            t = st.terminated.finished_at or st.terminated.started_at
+        elif st.running is not None:
+            t = st.running.started_at
+        else:
+            t = None
+        if t and (best is None or t > best):
+            best = t
+    if meta.deletion_timestamp and (best is None or meta.deletion_timestamp > best):
+        best = meta.deletion_timestamp
+    return best

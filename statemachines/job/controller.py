@@ -1,0 +1,362 @@
+"""syncJob, killJob and killTarget (§6, §7): the pod work behind every action.
+
+Each function reads the cache entry, emits the commands that carry the work
+out (CreatePod, DeletePod, PodGroup commands, UpdateJobStatus...), records
+those writes in the cache at once, and applies the phase's status function.
+`ctx` is the engine: it provides `now`, `emit()` and the job-independent
+knowledge (queues, the pod renderer).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from statemachines import outputs as o
+from statemachines.cache import JobEntry, PodState
+from statemachines.job.handling import SOFT_PHASES, Check, Handling, Retain, task_min
+from statemachines.job.machine import HANDLERS, fire
+from statemachines.objects import TaskSpec
+from statemachines.status import Counts, JobStatus, copy_status, set_transition
+from statemachines.timefmt import go_duration, parse
+from statemachines.vocabulary import Phase
+
+if TYPE_CHECKING:
+    from statemachines.engine import Engine
+
+
+class SyncError(Exception):
+    """The sync cannot proceed (Volcano would retry and finally force TerminateJob)."""
+
+
+class Target(msgspec.Struct, frozen=True):
+    kind: str  # "task" | "pod" | "partition"
+    task: str = ""
+    pod: str = ""
+    partition: str = ""
+
+
+def status_function(entry: JobEntry, status: JobStatus, handling: Handling) -> bool:
+    """Apply the phase's status function to `status`; True when it reports a transition."""
+    if handling.trigger is None:
+        return False
+    if handling.retry:
+        status.retry_count += 1
+    phase = status.state.phase
+    source = phase if phase in HANDLERS else Phase.PENDING.value
+    dest = fire(source, handling.trigger, Check(entry.job.spec, status))  # type: ignore[union-attr]
+    if dest is None:
+        return False
+    status.state.phase = dest
+    return True
+
+
+def write_status(ctx: Engine, entry: JobEntry, status: JobStatus, action: str) -> None:
+    """UpdateJobStatus: the new status becomes the job's; a phase change asks for one more pass."""
+    old = entry.status
+    old_phase = old.state.phase if old is not None else ""
+    entry.status = status
+    if old is None or old_phase != status.state.phase or old.retry_count != status.retry_count:
+        trail = entry.trail
+        trail.append((status.state.phase, status.retry_count))
+        if len(trail) > 64:
+            del trail[:-64]
+    ctx.emit(o.UpdateJobStatus, entry, status=status, job_version=status.version)
+    ctx.emit(o.StatusChanged, entry, status=status)
+    if status.state.phase != old_phase:
+        ctx.emit(
+            o.PhaseChanged,
+            entry,
+            from_phase=old_phase,
+            to_phase=status.state.phase,
+            action=action,
+            retry_count=status.retry_count,
+            version=status.version,
+        )
+        entry.followup = True
+
+
+def _plugins(entry: JobEntry) -> list[str]:
+    return sorted((entry.job.spec.plugins or {}).keys())  # type: ignore[union-attr]
+
+
+def _bookkeep_plugins(status: JobStatus, plugins: list[str], *, add: bool) -> None:
+    resources = dict(status.controlled_resources or {})
+    for name in plugins:
+        if add:
+            resources[f"plugin-{name}"] = name
+        else:
+            resources.pop(f"plugin-{name}", None)
+    status.controlled_resources = resources or None
+
+
+_volumes = msgspec.json.Decoder(list[dict])
+
+
+def _bookkeep_volumes(entry: JobEntry, status: JobStatus) -> None:
+    raw = entry.job.spec.volumes  # type: ignore[union-attr]
+    if raw is None:
+        return
+    resources = dict(status.controlled_resources or {})
+    for volume in _volumes.decode(raw):
+        claim = volume.get("volumeClaimName")
+        if claim:
+            resources[f"volume-pvc-{claim}"] = claim
+    status.controlled_resources = resources or None
+
+
+def _min_task_member(entry: JobEntry) -> dict[str, int]:
+    out = {}
+    for task in entry.job.spec.tasks:  # type: ignore[union-attr]
+        pp = task.partition_policy
+        if task.min_available is not None:
+            out[task.name] = task.min_available
+        elif pp is not None and pp.min_partitions and pp.partition_size:
+            out[task.name] = pp.min_partitions * pp.partition_size
+        else:
+            out[task.name] = task.replicas
+    return out
+
+
+def ensure_podgroup(ctx: Engine, entry: JobEntry) -> None:
+    """createOrUpdatePodGroup (§6.3): create it when we know of none."""
+    job = entry.job
+    assert job is not None
+    if entry.pg is None:
+        name = f"{job.metadata.name}-{job.metadata.uid}"
+        ctx.emit(
+            o.CreatePodGroup,
+            entry,
+            name=name,
+            job_uid=job.metadata.uid,
+            min_member=job.spec.min_available,
+            min_task_member=_min_task_member(entry),
+            queue=job.spec.queue,
+            priority_class_name=job.spec.priority_class_name,
+            podgroup=ctx.render_podgroup(entry),
+        )
+        from statemachines.cache import PodGroupState
+
+        entry.pg = PodGroupState(name)
+
+
+def sync_job(ctx: Engine, entry: JobEntry, handling: Handling, action: str) -> None:
+    job = entry.job
+    assert job is not None and entry.status is not None
+    if job.metadata.deletion_timestamp is not None:
+        return
+    if not ctx.queue_exists(job.spec.queue):
+        raise SyncError(f'queues.scheduling.volcano.sh "{job.spec.queue}" not found')
+    plugins = _plugins(entry)
+    status = copy_status(entry.status)
+    if status.state.phase in ("", Phase.PENDING):
+        if status.state.phase == "":
+            status.state.phase = Phase.PENDING
+            status.min_available = job.spec.min_available
+            set_transition(status, ctx.now)
+            write_status(ctx, entry, status, action)
+            status = copy_status(status)
+        if plugins:
+            _bookkeep_plugins(status, plugins, add=True)
+            ctx.emit(o.PluginHook, entry, hook="OnJobAdd", plugins=plugins)
+        _bookkeep_volumes(entry, status)
+        ensure_podgroup(ctx, entry)
+    else:
+        if plugins:
+            ctx.emit(o.PluginHook, entry, hook="OnJobUpdate", plugins=plugins)
+        ensure_podgroup(ctx, entry)
+
+    pg = entry.pg
+    if pg is None or pg.phase in ("", "Pending"):
+        baseline = copy_status(status)
+        status_function(entry, status, handling)
+        if status == baseline:
+            return
+        set_transition(status, ctx.now)
+        write_status(ctx, entry, status, action)
+        return
+
+    counts = Counts()
+    to_create: list[tuple[TaskSpec, int, str]] = []
+    to_delete: list[tuple[PodState, str]] = []
+    name = job.metadata.name
+    for task in job.spec.tasks:
+        pods = entry.pods.get(task.name) or {}
+        matched: set[str] = set()
+        for i in range(task.replicas):
+            pod_name = f"{name}-{task.name}-{i}"
+            pod = pods.get(pod_name)
+            if pod is None:
+                to_create.append((task, i, pod_name))
+                continue
+            matched.add(pod_name)
+            if pod.deleting:
+                counts.terminating += 1
+                continue
+            if pod.out_of_sync:
+                to_delete.append((pod, "out-of-sync"))
+            counts.classify(task.name, pod.phase)
+        for pod_name, pod in pods.items():
+            if pod_name not in matched:
+                to_delete.append((pod, "scale-down"))
+
+    blocked: dict[str, bool] = {}
+    for task, index, pod_name in to_create:
+        if task.depends_on is not None:
+            if task.name not in blocked:
+                blocked[task.name] = not dependencies_ready(entry, task)
+            if blocked[task.name]:
+                continue
+        ctx.emit(
+            o.CreatePod,
+            entry,
+            name=pod_name,
+            task=task.name,
+            index=index,
+            job_version=status.version,
+            retry_count=status.retry_count,
+            job_uid=job.metadata.uid,
+            pod=ctx.render_pod(entry, task.name, index, status),
+        )
+        placeholder = PodState(pod_name, task.name, version=status.version)
+        entry.put_pod(placeholder)
+        counts.classify(task.name, "Pending")
+    if blocked and any(blocked.values()):
+        ctx.note_blocked(entry, sorted(t for t, b in blocked.items() if b))
+
+    for pod, why in to_delete:
+        if pod.deleting:
+            counts.terminating += 1
+            continue
+        ctx.emit(o.DeletePod, entry, name=pod.name, uid=pod.uid, task=pod.task, mark_out_of_sync=False, reason=why)
+        pod.deleting = True
+        counts.terminating += 1
+
+    new = JobStatus(
+        state=msgspec.structs.replace(status.state),
+        version=status.version,
+        min_available=job.spec.min_available,
+        controlled_resources=status.controlled_resources,
+        conditions=status.conditions,
+        retry_count=status.retry_count,
+    )
+    counts.apply_to(new)
+    status_function(entry, new, handling)
+    if new == status:
+        return
+    set_transition(new, ctx.now)
+    write_status(ctx, entry, new, action)
+
+
+def dependencies_ready(entry: JobEntry, task: TaskSpec) -> bool:
+    """§6.5: `any` with several names needs one ready dependency, otherwise all."""
+    job = entry.job
+    assert job is not None and task.depends_on is not None
+    names = task.depends_on.name or []
+    by_name = {t.name: t for t in job.spec.tasks}
+    ready = [_task_ready(entry, by_name.get(n), n) for n in names]
+    if len(names) > 1 and task.depends_on.iteration == "any":
+        return any(ready)
+    return all(ready)
+
+
+def _task_ready(entry: JobEntry, dep: TaskSpec | None, name: str) -> bool:
+    if dep is None or dep.min_available is None:
+        return True
+    count = 0
+    pods = entry.pods.get(name) or {}
+    job_name = entry.job.metadata.name  # type: ignore[union-attr]
+    for i in range(dep.replicas):
+        pod = pods.get(f"{job_name}-{name}-{i}")
+        if pod is None or not pod.observed:
+            continue
+        if pod.phase == "Succeeded" or (pod.phase == "Running" and pod.ready):
+            count += 1
+    return count >= dep.min_available
+
+
+def _finish_kill(
+    ctx: Engine, entry: JobEntry, status: JobStatus, counts: Counts, handling: Handling, action: str
+) -> None:
+    counts.apply_to(status)
+    if status_function(entry, status, handling):
+        set_transition(status, ctx.now)
+    job = entry.job
+    assert job is not None
+    ltt = status.state.last_transition_time
+    created = job.metadata.creation_timestamp
+    if ltt and created:
+        status.running_duration = go_duration(parse(ltt) - parse(created))
+    plugins = _plugins(entry)
+    if plugins:
+        _bookkeep_plugins(status, plugins, add=False)
+        ctx.emit(o.PluginHook, entry, hook="OnJobDelete", plugins=plugins)
+    write_status(ctx, entry, status, action)
+
+
+def _kill(ctx: Engine, entry: JobEntry, pod: PodState, counts: Counts) -> None:
+    ctx.emit(o.DeletePod, entry, name=pod.name, uid=pod.uid, task=pod.task, mark_out_of_sync=True, reason="kill")
+    pod.out_of_sync = True
+    pod.deleting = True
+    counts.terminating += 1
+
+
+def kill_job(ctx: Engine, entry: JobEntry, handling: Handling, action: str) -> None:
+    job = entry.job
+    assert job is not None and entry.status is not None
+    if job.metadata.deletion_timestamp is not None:
+        return
+    status = copy_status(entry.status)
+    status.version += 1
+    retain = Retain.SOFT if status.retry_count >= job.spec.max_retry - 1 else handling.retain
+    counts = Counts()
+    victims = []
+    for task in sorted(entry.pods):
+        pods = entry.pods[task]
+        for pod_name in sorted(pods):
+            pod = pods[pod_name]
+            if pod.deleting:
+                counts.terminating += 1
+            elif retain is Retain.SOFT and pod.phase in SOFT_PHASES:
+                continue
+            else:
+                victims.append(pod)
+    for pod in victims:
+        _kill(ctx, entry, pod, counts)
+    _finish_kill(ctx, entry, status, counts, handling, action)
+    if entry.pg is not None:
+        ctx.emit(o.DeletePodGroup, entry, name=entry.pg.name)
+        if entry.pg.uid:
+            entry.pg_gone.add(entry.pg.uid)
+        entry.pg = None
+
+
+def kill_target(ctx: Engine, entry: JobEntry, handling: Handling, action: str, target: Target | None) -> None:
+    job = entry.job
+    assert job is not None and entry.status is not None
+    if job.metadata.deletion_timestamp is not None:
+        return
+    victims: list[PodState] = []
+    if target is not None:
+        pods = entry.pods.get(target.task) or {}
+        if target.kind == "task":
+            victims = [pods[n] for n in sorted(pods)]
+        elif target.kind == "pod":
+            if target.pod in pods:
+                victims = [pods[target.pod]]
+        elif target.kind == "partition":
+            victims = [pods[n] for n in sorted(pods) if pods[n].partition == target.partition and target.partition]
+            if not victims:
+                return  # no partition index or no pods in it: nothing at all happens
+    counts = Counts()
+    for pod in victims:
+        if pod.deleting:
+            counts.terminating += 1
+        else:
+            _kill(ctx, entry, pod, counts)
+    _finish_kill(ctx, entry, copy_status(entry.status), counts, handling, action)
+
+
+def task_min_available(task: TaskSpec) -> int:
+    return task_min(task)

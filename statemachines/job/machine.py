@@ -1,0 +1,125 @@
+"""The job state machine: one shared `transitions.Machine`, compiled into a lookup table.
+
+The phase modules declare, as data, what each action does in their phase
+(`HANDLERS`) and the guarded transitions of their status functions
+(`TRANSITIONS`). `build_machine()` turns all the transitions into one
+`transitions.Machine`, the single source of truth for the graph (diagrams in
+docs/statemachines/ are drawn from it).
+
+Building a `Machine` per job is far too slow (100k models take tens of
+seconds), and per-job state is plain data anyway. So at import the shared
+machine is compiled into `GRAPH[(phase, trigger)] -> [(dest, guards)]`, read
+straight from `machine.events`, and `fire()` walks that list: the first
+transition whose guards all hold wins, exactly as `transitions` would pick it.
+A test fires every trigger both ways and checks they agree.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from transitions import Machine, MachineError
+
+from statemachines.job import aborted, aborting, completing, finished, pending, restarting, running, terminating
+from statemachines.job.handling import DEFAULT, GUARDS, Check, Handling
+from statemachines.vocabulary import Phase
+
+PHASE_MODULES = (pending, running, restarting, aborting, aborted, completing, terminating)
+
+
+class IllegalTransition(Exception):
+    def __init__(self, phase: str, trigger: str) -> None:
+        super().__init__(f"no transition {trigger!r} from phase {phase!r}")
+        self.phase = phase
+        self.trigger = trigger
+
+
+class UnknownPhase(Exception):
+    pass
+
+
+def handlers() -> dict[str, dict[str, Handling]]:
+    table: dict[str, dict[str, Handling]] = {m.PHASE.value: m.HANDLERS for m in PHASE_MODULES}
+    for phase in finished.PHASES:
+        table[phase.value] = finished.HANDLERS
+    return table
+
+
+def all_transitions() -> list[dict]:
+    out: list[dict] = []
+    for module in (*PHASE_MODULES, finished):
+        for t in module.TRANSITIONS:
+            out.append({k: (v.value if isinstance(v, Phase) else v) for k, v in t.items()})
+    return out
+
+
+def build_machine(model: object = None, *, initial: str = Phase.PENDING.value, cls: type = Machine) -> Machine:
+    """The shared machine. Pass a model only for debugging or diagrams."""
+    return cls(
+        model=model,
+        states=[p.value for p in Phase],
+        transitions=all_transitions(),
+        initial=initial,
+        auto_transitions=False,
+        queued=True,
+        ignore_invalid_triggers=False,
+    )
+
+
+Guard = tuple[Callable[[Check], bool], bool]
+
+
+def compile_graph(machine: Machine) -> dict[tuple[str, str], list[tuple[str | None, tuple[Guard, ...]]]]:
+    graph: dict[tuple[str, str], list[tuple[str | None, tuple[Guard, ...]]]] = {}
+    for trigger, event in machine.events.items():
+        for source, transitions in event.transitions.items():
+            rows = []
+            for t in transitions:
+                guards = tuple((GUARDS[c.func], c.target) for c in t.conditions)
+                rows.append((t.dest, guards))
+            graph[(source, trigger)] = rows
+    return graph
+
+
+MACHINE = build_machine()
+GRAPH = compile_graph(MACHINE)
+HANDLERS = handlers()
+
+
+def handling(phase: str, action: str) -> Handling:
+    """The row of `phase`'s table for `action` ("" and unknown phases use Pending's, as Volcano)."""
+    table = HANDLERS.get(phase) or HANDLERS[Phase.PENDING.value]
+    return table.get(action) or table[DEFAULT]
+
+
+def fire(phase: str, trigger: str, check: Check) -> str | None:
+    """Destination of `trigger` from `phase`, or None when no transition applies."""
+    rows = GRAPH.get((phase, trigger))
+    if rows is None:
+        raise IllegalTransition(phase, trigger)
+    for dest, guards in rows:
+        if all(fn(check) == want for fn, want in guards):
+            return dest
+    return None
+
+
+class DebugModel:
+    """A model for driving the real `transitions.Machine` (tests and diagrams only)."""
+
+    def __init__(self, check: Check) -> None:
+        self.check = check
+        for name, fn in GUARDS.items():
+            setattr(self, name, lambda fn=fn: fn(self.check))
+
+
+def fire_with_transitions(phase: str, trigger: str, check: Check) -> str | None:
+    """The same as `fire`, through `transitions` itself (slow; for checking `fire`)."""
+    model = DebugModel(check)
+    machine = build_machine(model, initial=phase)
+    try:
+        moved = model.trigger(trigger)  # type: ignore[attr-defined]
+    except MachineError as err:
+        raise IllegalTransition(phase, trigger) from err
+    dest = model.state  # type: ignore[attr-defined]
+    machine.remove_model(model)
+    return dest if moved and dest != phase else None

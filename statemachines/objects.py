@@ -1,0 +1,242 @@
+"""Views of the Kubernetes objects the job controller reads, decoded with msgspec.
+
+Each view holds only the fields the state machines look at (msgspec skips the
+rest without building Python objects for them, which is what keeps replay fast).
+A watch record is `{"type": ..., "object": {...}}`; the object is a tagged union
+on `kind`, so one decode pass yields the right view. Task pod templates are kept
+as `msgspec.Raw` (their bytes): they are only decoded when a pod is rendered.
+"""
+
+from __future__ import annotations
+
+from typing import Union
+
+import msgspec
+from msgspec import Raw, Struct, field
+
+
+class OwnerReference(Struct, frozen=True, rename="camel"):
+    api_version: str = ""
+    kind: str = ""
+    name: str = ""
+    uid: str = ""
+    controller: bool | None = None
+
+
+class Meta(Struct, frozen=True, rename="camel"):
+    name: str = ""
+    namespace: str = ""
+    uid: str = ""
+    resource_version: str = ""
+    creation_timestamp: str | None = None
+    deletion_timestamp: str | None = None
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+    owner_references: list[OwnerReference] | None = None
+
+
+# ---------------------------------------------------------------- vcjob
+
+
+class LifecyclePolicy(Struct, frozen=True, rename="camel"):
+    action: str = ""
+    event: str = ""
+    events: list[str] | None = None
+    exit_code: int | None = None
+    timeout: str | None = None  # a Go duration string, e.g. "10m"
+
+
+class DependsOn(Struct, frozen=True, rename="camel"):
+    name: list[str] | None = None
+    iteration: str = ""
+
+
+class PartitionPolicy(Struct, frozen=True, rename="camel"):
+    total_partitions: int = 0
+    partition_size: int = 0
+    min_partitions: int = 0
+
+
+class TaskSpec(Struct, frozen=True, rename="camel"):
+    name: str = ""
+    replicas: int = 0
+    min_available: int | None = None
+    template: Raw = Raw(b"{}")
+    policies: list[LifecyclePolicy] | None = None
+    topology_policy: str = ""
+    max_retry: int = 0
+    depends_on: DependsOn | None = None
+    partition_policy: PartitionPolicy | None = None
+
+
+class JobSpec(Struct, frozen=True, rename="camel"):
+    scheduler_name: str = ""
+    min_available: int = 0
+    min_success: int | None = None
+    volumes: Raw | None = None
+    tasks: list[TaskSpec] = []
+    policies: list[LifecyclePolicy] | None = None
+    plugins: dict[str, list[str]] | None = None
+    queue: str = ""
+    max_retry: int = 0
+    ttl_seconds_after_finished: int | None = None
+    priority_class_name: str = ""
+    network_topology: Raw | None = None
+
+
+class JobStateView(Struct, frozen=True, rename="camel"):
+    phase: str = ""
+    reason: str = ""
+    message: str = ""
+    last_transition_time: str | None = None
+
+
+class JobStatusView(Struct, frozen=True, rename="camel"):
+    """A status as recorded in the log (someone else's write, or an adopted one)."""
+
+    state: JobStateView = JobStateView()
+    min_available: int = 0
+    task_status_count: dict[str, dict[str, dict[str, int]]] | None = None
+    pending: int = 0
+    running: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    terminating: int = 0
+    unknown: int = 0
+    version: int = 0
+    retry_count: int = 0
+    running_duration: str | None = None
+    controlled_resources: dict[str, str] | None = None
+    conditions: list[dict[str, str | None]] | None = None
+
+
+class Job(Struct, frozen=True, tag_field="kind", tag="Job", rename="camel"):
+    api_version: str = ""
+    metadata: Meta = Meta()
+    spec: JobSpec = JobSpec()
+    status: JobStatusView | None = None
+
+
+# ---------------------------------------------------------------- pod
+
+
+class Terminated(Struct, frozen=True, rename="camel"):
+    exit_code: int = 0
+    started_at: str | None = None
+    finished_at: str | None = None
+    reason: str = ""
+
+
+class Running(Struct, frozen=True, rename="camel"):
+    started_at: str | None = None
+
+
+class ContainerState(Struct, frozen=True, rename="camel"):
+    running: Running | None = None
+    terminated: Terminated | None = None
+
+
+class ContainerStatus(Struct, frozen=True, rename="camel"):
+    name: str = ""
+    ready: bool = False
+    restart_count: int = 0
+    state: ContainerState | None = None
+
+
+class PodCondition(Struct, frozen=True, rename="camel"):
+    type: str = ""
+    status: str = ""
+    last_transition_time: str | None = None
+
+
+class PodStatus(Struct, frozen=True, rename="camel"):
+    phase: str = ""
+    conditions: list[PodCondition] | None = None
+    container_statuses: list[ContainerStatus] | None = None
+    init_container_statuses: list[ContainerStatus] | None = None
+
+
+class PodSpecView(Struct, frozen=True, rename="camel"):
+    node_name: str = ""
+
+
+class Pod(Struct, frozen=True, tag_field="kind", tag="Pod", rename="camel"):
+    api_version: str = ""
+    metadata: Meta = Meta()
+    spec: PodSpecView = PodSpecView()
+    status: PodStatus = PodStatus()
+
+
+# ---------------------------------------------------------------- podgroup, queue, command
+
+
+class PodGroupStatus(Struct, frozen=True, rename="camel"):
+    phase: str = ""
+
+
+class PodGroupSpec(Struct, frozen=True, rename="camel"):
+    min_member: int = 0
+    queue: str = ""
+
+
+class PodGroup(Struct, frozen=True, tag_field="kind", tag="PodGroup", rename="camel"):
+    api_version: str = ""
+    metadata: Meta = Meta()
+    spec: PodGroupSpec = PodGroupSpec()
+    status: PodGroupStatus = PodGroupStatus()
+
+
+class QueueSpec(Struct, frozen=True, rename="camel"):
+    parent: str = ""
+    extend_clusters: list[Raw] | None = None
+
+
+class QueueStatus(Struct, frozen=True, rename="camel"):
+    state: str = ""
+
+
+class Queue(Struct, frozen=True, tag_field="kind", tag="Queue", rename="camel"):
+    api_version: str = ""
+    metadata: Meta = Meta()
+    spec: QueueSpec = QueueSpec()
+    status: QueueStatus = QueueStatus()
+
+
+class Command(Struct, frozen=True, tag_field="kind", tag="Command", rename="camel"):
+    api_version: str = ""
+    metadata: Meta = Meta()
+    action: str = ""
+    target: OwnerReference | None = field(default=None, name="target")
+    reason: str = ""
+    message: str = ""
+
+
+KnownObject = Union[Job, Pod, PodGroup, Queue, Command]
+
+# The API groups whose objects we act on; the same `kind` in another group
+# (a `batch/v1` Job, say) is counted as ignored.
+API_VERSIONS = {
+    "Job": "batch.volcano.sh/v1alpha1",
+    "Pod": "v1",
+    "PodGroup": "scheduling.volcano.sh/v1beta1",
+    "Queue": "scheduling.volcano.sh/v1beta1",
+    "Command": "bus.volcano.sh/v1alpha1",
+}
+
+JOB_API_VERSION = API_VERSIONS["Job"]
+
+
+def job_key(namespace: str, name: str) -> str:
+    """Volcano's job key: `<namespace>/<name>`."""
+    return f"{namespace}/{name}"
+
+
+def controller_job_ref(meta: Meta) -> OwnerReference | None:
+    """The controller ownerReference of kind Job in batch.volcano.sh/v1alpha1, if any."""
+    for ref in meta.owner_references or ():
+        if ref.controller and ref.kind == "Job" and ref.api_version == JOB_API_VERSION:
+            return ref
+    return None
+
+
+template_decoder = msgspec.json.Decoder()

@@ -1,0 +1,110 @@
+"""Policy resolution: Volcano's `applyPolicies` (§5.1), plus an explanation for humans.
+
+Given the job and a request, pick `(action, delay)`: a Command's action as is;
+SyncJob for internal events, for requests from another job UID or from an
+older job version; then the task's policies, then the job's, each in list
+order, the event check before the exit-code check; SyncJob when nothing
+matches. A PodPending event only matches a policy that has a timeout.
+
+`Resolution.policy` names the winner the way `vcbus replay` prints it:
+`task[<task>][i]`, `job[i]`, `command` or `default`. With `explain=True` the
+resolution also says why every other policy did not match.
+"""
+
+from __future__ import annotations
+
+from msgspec import Struct
+
+from statemachines.objects import Job, LifecyclePolicy
+from statemachines.timefmt import parse_duration
+from statemachines.vocabulary import INTERNAL_EVENTS, Action, Event
+
+
+class Request(Struct):
+    """What the controller is asked to handle (Volcano's `apis.Request`)."""
+
+    event: str = ""
+    exit_code: int = 0
+    task: str = ""
+    pod: str = ""
+    pod_uid: str = ""
+    job_uid: str = ""
+    partition: str = ""
+    job_version: int = 0
+    action: str = ""  # set by Commands (and fired timers)
+    source: str = ""  # "pod", "job", "podgroup", "command", "self" (our own status write), "timer"
+
+
+class Resolution(Struct):
+    action: str
+    delay: float = 0.0
+    delay_text: str = ""
+    policy: str = "default"
+    reason: str = ""
+    explain: list[str] = []
+
+
+def _events(policy: LifecyclePolicy) -> list[str]:
+    events = list(policy.events or ())
+    if policy.event:
+        events.append(policy.event)
+    return events
+
+
+def _match(policy: LifecyclePolicy, req: Request, why: list[str] | None, label: str) -> bool:
+    events = _events(policy)
+    if events and req.event:
+        if req.event in events or Event.ANY in events:
+            if req.event != Event.POD_PENDING or policy.timeout is not None:
+                return True
+            if why is not None:
+                why.append(f"{label}: matches {req.event} but has no timeout (PodPending needs one)")
+        elif why is not None:
+            why.append(f"{label}: events {events} do not include {req.event}")
+    if policy.exit_code is not None:
+        if policy.exit_code == req.exit_code:
+            return True
+        if why is not None:
+            why.append(f"{label}: exitCode {policy.exit_code} != {req.exit_code}")
+    elif not events and why is not None:
+        why.append(f"{label}: neither event nor exitCode")
+    return False
+
+
+def _resolved(policy: LifecyclePolicy, label: str, why: list[str]) -> Resolution:
+    delay = parse_duration(policy.timeout) if policy.timeout is not None else 0.0
+    return Resolution(
+        action=policy.action,
+        delay=delay,
+        delay_text=policy.timeout or "",
+        policy=label,
+        explain=why,
+    )
+
+
+def resolve(job: Job, req: Request, *, version: int, explain: bool = False) -> Resolution:
+    """Volcano's applyPolicies for `req` against `job`'s spec; `version` is the job's status version."""
+    if req.action:
+        return Resolution(action=req.action, policy="command" if req.source == "command" else req.source)
+    if req.event in INTERNAL_EVENTS:
+        return Resolution(action=Action.SYNC_JOB, reason=f"internal event {req.event}")
+    if req.job_uid and req.job_uid != job.metadata.uid:
+        return Resolution(action=Action.SYNC_JOB, reason=f"event from another job uid {req.job_uid}")
+    if req.job_version < version:
+        return Resolution(
+            action=Action.SYNC_JOB, reason=f"event from job version {req.job_version} < current {version}"
+        )
+    why: list[str] | None = [] if explain else None
+    if req.task:
+        for task in job.spec.tasks:
+            if task.name == req.task:
+                for i, policy in enumerate(task.policies or ()):
+                    label = f"task[{task.name}][{i}]"
+                    if _match(policy, req, why, label):
+                        return _resolved(policy, label, why or [])
+                break
+    for i, policy in enumerate(job.spec.policies or ()):
+        label = f"job[{i}]"
+        if _match(policy, req, why, label):
+            return _resolved(policy, label, why or [])
+    return Resolution(action=Action.SYNC_JOB, reason="no policy matched", explain=why or [])

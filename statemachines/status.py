@@ -1,0 +1,123 @@
+"""The vcjob `status` object, exactly as Volcano writes it, and how it is counted.
+
+Field names and `omitempty` behaviour follow `volcano.sh/apis`
+`batch/v1alpha1.JobStatus`: zero counters, empty maps and nil durations are
+left out of the JSON. The structs are mutable on purpose: the controller code
+copies a status, changes the copy and compares it with the old one, as
+Volcano's syncJob does (`reflect.DeepEqual`).
+"""
+
+from __future__ import annotations
+
+import msgspec
+from msgspec import Struct
+
+from statemachines.vocabulary import Phase
+
+
+class JobState(Struct, rename="camel", omit_defaults=True):
+    phase: str = ""
+    reason: str = ""
+    message: str = ""
+    last_transition_time: str | None = None
+
+
+class JobCondition(Struct, rename="camel", omit_defaults=True):
+    status: str
+    last_transition_time: str | None = None
+
+
+class JobStatus(Struct, rename="camel", omit_defaults=True):
+    state: JobState = msgspec.field(default_factory=JobState)
+    min_available: int = 0
+    task_status_count: dict[str, dict[str, dict[str, int]]] | None = None
+    pending: int = 0
+    running: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    terminating: int = 0
+    unknown: int = 0
+    version: int = 0
+    retry_count: int = 0
+    running_duration: str | None = None
+    controlled_resources: dict[str, str] | None = None
+    conditions: list[JobCondition] | None = None
+
+    @property
+    def phase(self) -> str:
+        return self.state.phase
+
+
+# Pod phases as Volcano classifies them; anything else (including "") is Unknown.
+POD_PHASES = ("Pending", "Running", "Succeeded", "Failed")
+
+
+def copy_status(status: JobStatus) -> JobStatus:
+    """A copy deep enough that changing the copy never changes `status`."""
+    return msgspec.structs.replace(status, state=msgspec.structs.replace(status.state))
+
+
+def set_transition(status: JobStatus, now: str) -> None:
+    """LTT = now, and the current phase's condition moved to the end with that time."""
+    status.state.last_transition_time = now
+    phase = status.state.phase
+    kept = [c for c in status.conditions or () if c.status != phase]
+    kept.append(JobCondition(status=phase, last_transition_time=now))
+    status.conditions = kept
+
+
+class Counts:
+    """Pod counters gathered by one sync or kill pass."""
+
+    __slots__ = ("pending", "running", "succeeded", "failed", "unknown", "terminating", "tasks")
+
+    def __init__(self) -> None:
+        self.pending = self.running = self.succeeded = self.failed = self.unknown = 0
+        self.terminating = 0
+        self.tasks: dict[str, dict[str, dict[str, int]]] = {}
+
+    def classify(self, task: str, phase: str) -> None:
+        if phase == "Pending":
+            self.pending += 1
+        elif phase == "Running":
+            self.running += 1
+        elif phase == "Succeeded":
+            self.succeeded += 1
+        elif phase == "Failed":
+            self.failed += 1
+        else:
+            self.unknown += 1
+            phase = "Unknown"
+        per_task = self.tasks.get(task)
+        if per_task is None:
+            per_task = self.tasks[task] = {"phase": {}}
+        counter = per_task["phase"]
+        counter[phase] = counter.get(phase, 0) + 1
+
+    def apply_to(self, status: JobStatus) -> None:
+        status.pending = self.pending
+        status.running = self.running
+        status.succeeded = self.succeeded
+        status.failed = self.failed
+        status.unknown = self.unknown
+        status.terminating = self.terminating
+        # An empty map is left out of the JSON, so it reads back as nil (see docs).
+        status.task_status_count = self.tasks or None
+
+
+def initial_status(min_available: int, now: str) -> JobStatus:
+    """What the first sync writes: phase Pending, LTT now, the Pending condition."""
+    status = JobStatus(min_available=min_available)
+    status.state.phase = Phase.PENDING
+    set_transition(status, now)
+    return status
+
+
+status_encoder = msgspec.json.Encoder()
+
+
+def status_to_builtins(status: JobStatus) -> dict:
+    """The status as a JSON-ready dict, field names as in the vcjob CRD."""
+    out = msgspec.to_builtins(status)
+    out.setdefault("state", {})
+    return out

@@ -1,0 +1,1 @@
+"""The `vcbus` command line: one module per command family, registered in `main`."""

@@ -1,0 +1,62 @@
+"""Entry point of the `vcbus` command.
+
+Each command family lives in its own module of this package and exposes
+`register(group)`; `COMMAND_MODULES` lists them. Errors derived from
+`vcbus.errors.UserError` become `error: <message>` on stderr and the error's
+exit code, never a traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from vcbus.errors import UserError
+
+COMMAND_MODULES = [
+    "vcbus.cli.replay",
+]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="vcbus")
+def cli() -> None:
+    """vcbus: Volcano Job (vcjob) semantics as an event-sourced state machine.
+
+    \b
+    Debug a job's history offline:
+      kubectl get vcjob,pods,podgroups,queues,commands -A --watch \\
+          --output-watch-events -o json > watch.log
+      vcbus replay watch.log --job default/my-job --explain
+
+    Run `vcbus COMMAND --help` for the details of each command.
+    """
+
+
+for _name in COMMAND_MODULES:
+    importlib.import_module(_name).register(cli)
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        cli.main(args=argv, prog_name="vcbus", standalone_mode=False)
+    except UserError as err:
+        click.echo(f"error: {err}", err=True)
+        return err.exit_code
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        return 130
+    except click.ClickException as err:
+        err.show()
+        return err.exit_code
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

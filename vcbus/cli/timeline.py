@@ -1,0 +1,141 @@
+"""Rendering a replay report for a person: a timeline and a status table per job."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+PHASE_STYLE = {
+    "Pending": "yellow",
+    "Running": "green",
+    "Restarting": "magenta",
+    "Completing": "cyan",
+    "Completed": "bold green",
+    "Aborting": "red",
+    "Aborted": "bold red",
+    "Terminating": "red",
+    "Terminated": "bold red",
+    "Failed": "bold red",
+}
+
+STATUS_FIELDS = (
+    "minAvailable",
+    "pending",
+    "running",
+    "succeeded",
+    "failed",
+    "terminating",
+    "unknown",
+    "retryCount",
+    "version",
+    "runningDuration",
+)
+
+
+def _phase(text: str) -> Text:
+    return Text(text or '""', style=PHASE_STYLE.get(text, ""))
+
+
+def _summarize_commands(cmds: list[dict]) -> list[str]:
+    out: list[str] = []
+    created = [c["name"] for c in cmds if c["command"] == "CreatePod"]
+    deleted = [c["name"] for c in cmds if c["command"] == "DeletePod"]
+    if created:
+        out.append(f"create pods {', '.join(created)}")
+    if deleted:
+        out.append(f"delete pods {', '.join(deleted)}")
+    for c in cmds:
+        if c["command"] in ("CreatePodGroup", "DeletePodGroup", "UpdatePodGroup"):
+            out.append(f"{c['command']} {c['name']}")
+        elif c["command"] == "DeleteBusCommand":
+            out.append(f"consume Command {c['name']}")
+    return out
+
+
+def timeline_rows(job: dict, *, explain: bool, all_actions: bool) -> list[tuple[int, str, str, Text]]:
+    """(seq, time, what happened, phase) rows, in log order."""
+    rows: list[tuple[int, int, str, str, Text]] = []
+    for a in job["actions"]:
+        if a["action"] == "SyncJob" and not all_actions and not a.get("delay"):
+            continue
+        what = a["event"] or "PodGroup phase change"
+        if a["event"] == "PodFailed":
+            what += f" (exit code {a['exitCode']})"
+        if a["pod"]:
+            what += f" pod {a['pod']}"
+        elif a["task"]:
+            what += f" task {a['task']}"
+        what += f" -> {a['action']}"
+        what += f"  [{a['policy']}]"
+        if a.get("delay"):
+            what += f" after {a['delay']}"
+        if a.get("reason") and a["action"] == "SyncJob":
+            what += f" ({a['reason']})"
+        if explain and a.get("explain"):
+            what += "".join(f"\n    - {line}" for line in a["explain"])
+        rows.append((a["seq"], 0, a["time"], what, Text("")))
+    for p in job["history"]:
+        text = Text.assemble(_phase(p["from"]), " -> ", _phase(p["to"]))
+        rows.append((p["seq"], 1, p["time"], f"  retryCount {p['retryCount']}, version {p['version']}", text))
+    by_seq: dict[int, list[dict]] = {}
+    for c in job["commands"]:
+        by_seq.setdefault(c["seq"], []).append(c)
+    for seq, cmds in by_seq.items():
+        for line in _summarize_commands(cmds):
+            rows.append((seq, 2, "", line, Text("")))
+    for d in job["divergences"]:
+        rows.append(
+            (d["seq"], 3, d["time"], f"DIVERGENCE {d['field']}: log says {d['recorded']}, vcbus {d['decided']}",
+             Text("!", style="bold red"))
+        )
+    for e in job.get("errors", []):
+        rows.append((e["seq"], 3, "", f"sync failed: {e['message']}", Text("!", style="bold red")))
+    rows.sort(key=lambda r: (r[0], r[1]))
+    return [(seq, time, what, phase) for seq, _, time, what, phase in rows]
+
+
+def print_report(report: dict, *, explain: bool, compare: bool, all_actions: bool) -> None:
+    console = Console(highlight=False, soft_wrap=False)
+    inp = report["input"]
+    console.print(
+        f"[bold]{inp['events']}[/] records read, {inp['ignored']} ignored, {inp['invalid']} invalid; "
+        f"{len(report['jobs'])} job(s)"
+    )
+    for job in report["jobs"]:
+        console.print()
+        title = f"[bold]{job['namespace']}/{job['name']}[/]"
+        if job.get("adopted"):
+            ad = job["adopted"]
+            title += f"  (adopted at record {ad['seq']}: {ad['phase']}, retryCount {ad['retryCount']})"
+        if job.get("deleted"):
+            title += "  [dim](deleted)[/]"
+        console.print(Text.from_markup(title) if "[" not in job["name"] else Text(title))
+        table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+        table.add_column("seq", justify="right", style="dim")
+        table.add_column("time", style="dim")
+        table.add_column("what happened")
+        table.add_column("phase")
+        for seq, time, what, phase in timeline_rows(job, explain=explain, all_actions=all_actions):
+            table.add_row(str(seq), time, Text(what), phase)
+        console.print(table)
+        for t in job.get("pendingTimers", []):
+            console.print(f"  pending timer {t['timer']}: {t['action']} due {t['due']} ({t['policy']})")
+        status = job["status"] or {}
+        st = Table(show_header=False, box=None, pad_edge=False, title="final status", title_justify="left")
+        st.add_column("field", style="bold")
+        st.add_column("value")
+        state = status.get("state", {})
+        st.add_row("phase", _phase(state.get("phase", "")))
+        st.add_row("lastTransitionTime", str(state.get("lastTransitionTime", "")))
+        for field in STATUS_FIELDS:
+            if field in status:
+                st.add_row(field, str(status[field]))
+        for task, counts in sorted((status.get("taskStatusCount") or {}).items()):
+            st.add_row(f"task {task}", ", ".join(f"{k}={v}" for k, v in sorted(counts.get("phase", {}).items())))
+        console.print(st)
+        if compare:
+            n = len(job["divergences"])
+            console.print(
+                f"  [bold]{'no divergence' if n == 0 else f'{n} divergence(s)'}[/] from the recorded status"
+            )
