@@ -27,7 +27,7 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow"
 
 run: $(STAMP)
-	$(BIN)/vcbus replay examples/resnet-dist-train.jsonl
+	$(BIN)/vcbus replay examples/resnet-dist-train.json
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/replay.py --quick

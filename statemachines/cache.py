@@ -108,6 +108,7 @@ class JobEntry:
         "followup",
         "deleted",
         "consumed",
+        "names",
     )
 
     def __init__(self, key: str, namespace: str, name: str) -> None:
@@ -126,6 +127,7 @@ class JobEntry:
         self.followup = False  # our status write changed the phase: one more OutOfSync pass
         self.deleted = False
         self.consumed: set[str] = set()  # Command uids already executed
+        self.names: tuple[object, dict] | None = None  # expected pod names, per spec
 
     def find_pod(self, task: str, name: str) -> PodState | None:
         pods = self.pods.get(task)

@@ -87,6 +87,7 @@ class Engine:
         self.out: list[o.Output] = []
         self.ignored = 0
         self.blocked: dict[str, list[str]] = {}
+        self.spec_changed = False  # the request being handled comes from a change of the job spec
 
     # ------------------------------------------------------------------ plumbing
 
@@ -203,7 +204,11 @@ class Engine:
         if recorded is not None:
             self._compare(entry, recorded.state.phase, recorded.retry_count, meta.resource_version)
         if old is None or old.spec != job.spec:
-            self._handle(entry, Request(event=Event.OUT_OF_SYNC, source="job"))
+            self.spec_changed = True
+            try:
+                self._handle(entry, Request(event=Event.OUT_OF_SYNC, source="job"))
+            finally:
+                self.spec_changed = False
 
     def _first_sight(self, entry: JobEntry, job: Job) -> None:
         entry.job = job

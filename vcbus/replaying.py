@@ -91,13 +91,13 @@ def replay_stream(
             if on_problem is not None:
                 on_problem(str(err))
             continue
-        counts.events += 1
         if until.time is not None and isinstance(decoded, (Observed, TimerRecord)):
             when = decoded.time if decoded.time else (
                 engine._object_time(decoded.object) if isinstance(decoded, Observed) else None
             )
             if when and normalize(when) > until.time:
                 break
+        counts.events += 1
         if isinstance(decoded, Ignored):
             counts.ignored += 1
         raw = rec.data if isinstance(decoded, Observed) and isinstance(decoded.object, Job) else None

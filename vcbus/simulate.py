@@ -85,7 +85,7 @@ class SimCluster:
             self.objects.pop(key, None)
         else:
             self.objects[key] = obj
-        self._record(rtype, copy.deepcopy(obj))
+        self._record(rtype, obj)  # encoded at once: later changes to obj do not reach the record
         return obj
 
     def get(self, kind: str, namespace: str, name: str) -> dict | None:

@@ -158,12 +158,14 @@ def sync_job(ctx: Engine, entry: JobEntry, handling: Handling, action: str) -> N
             write_status(ctx, entry, status, action)
             status = copy_status(status)
         if plugins:
+            added = [p for p in plugins if f"plugin-{p}" not in (status.controlled_resources or {})]
             _bookkeep_plugins(status, plugins, add=True)
-            ctx.emit(o.PluginHook, entry, hook="OnJobAdd", plugins=plugins)
+            if added:  # OnJobAdd runs on every Pending sync; it only creates what is missing
+                ctx.emit(o.PluginHook, entry, hook="OnJobAdd", plugins=plugins)
         _bookkeep_volumes(entry, status)
         ensure_podgroup(ctx, entry)
     else:
-        if plugins:
+        if plugins and ctx.spec_changed:  # OnJobUpdate only has work when the spec changed
             ctx.emit(o.PluginHook, entry, hook="OnJobUpdate", plugins=plugins)
         ensure_podgroup(ctx, entry)
 
@@ -177,29 +179,36 @@ def sync_job(ctx: Engine, entry: JobEntry, handling: Handling, action: str) -> N
         write_status(ctx, entry, status, action)
         return
 
-    counts = Counts()
+    # Pod reconciliation (§6.1 step 8): count the expected pods, find missing and surplus ones.
+    terminating = 0
+    per_task: dict[str, dict[str, int]] = {}
     to_create: list[tuple[TaskSpec, int, str]] = []
     to_delete: list[tuple[PodState, str]] = []
-    name = job.metadata.name
+    expected_names = expected_pod_names(entry)
     for task in job.spec.tasks:
-        pods = entry.pods.get(task.name) or {}
-        matched: set[str] = set()
-        for i in range(task.replicas):
-            pod_name = f"{name}-{task.name}-{i}"
-            pod = pods.get(pod_name)
-            if pod is None:
-                to_create.append((task, i, pod_name))
+        names, name_set = expected_names[task.name]
+        pods = entry.pods.get(task.name)
+        if not pods:
+            to_create.extend((task, i, n) for i, n in enumerate(names))
+            continue
+        counter: dict[str, int] = {}
+        found = 0
+        for pod_name, pod in pods.items():
+            if pod_name not in name_set:
+                to_delete.append((pod, "scale-down"))
                 continue
-            matched.add(pod_name)
+            found += 1
             if pod.deleting:
-                counts.terminating += 1
+                terminating += 1
                 continue
             if pod.out_of_sync:
                 to_delete.append((pod, "out-of-sync"))
-            counts.classify(task.name, pod.phase)
-        for pod_name, pod in pods.items():
-            if pod_name not in matched:
-                to_delete.append((pod, "scale-down"))
+            phase = pod.phase if pod.phase in _KNOWN_PHASES else "Unknown"
+            counter[phase] = counter.get(phase, 0) + 1
+        if counter:
+            per_task[task.name] = counter
+        if found < len(names):
+            to_create.extend((task, i, n) for i, n in enumerate(names) if n not in pods)
 
     blocked: dict[str, bool] = {}
     for task, index, pod_name in to_create:
@@ -221,17 +230,16 @@ def sync_job(ctx: Engine, entry: JobEntry, handling: Handling, action: str) -> N
         )
         placeholder = PodState(pod_name, task.name, version=status.version)
         entry.put_pod(placeholder)
-        counts.classify(task.name, "Pending")
+        counter = per_task.setdefault(task.name, {})
+        counter["Pending"] = counter.get("Pending", 0) + 1
     if blocked and any(blocked.values()):
         ctx.note_blocked(entry, sorted(t for t, b in blocked.items() if b))
 
     for pod, why in to_delete:
-        if pod.deleting:
-            counts.terminating += 1
-            continue
-        ctx.emit(o.DeletePod, entry, name=pod.name, uid=pod.uid, task=pod.task, mark_out_of_sync=False, reason=why)
-        pod.deleting = True
-        counts.terminating += 1
+        if not pod.deleting:
+            ctx.emit(o.DeletePod, entry, name=pod.name, uid=pod.uid, task=pod.task, mark_out_of_sync=False, reason=why)
+            pod.deleting = True
+        terminating += 1
 
     new = JobStatus(
         state=msgspec.structs.replace(status.state),
@@ -240,13 +248,47 @@ def sync_job(ctx: Engine, entry: JobEntry, handling: Handling, action: str) -> N
         controlled_resources=status.controlled_resources,
         conditions=status.conditions,
         retry_count=status.retry_count,
+        terminating=terminating,
     )
-    counts.apply_to(new)
+    set_counts(new, per_task)
     status_function(entry, new, handling)
     if new == status:
         return
     set_transition(new, ctx.now)
     write_status(ctx, entry, new, action)
+
+
+_KNOWN_PHASES = frozenset(("Pending", "Running", "Succeeded", "Failed"))
+
+
+def expected_pod_names(entry: JobEntry) -> dict[str, tuple[list[str], frozenset[str]]]:
+    """`<job>-<task>-<i>` for every task, cached until the spec changes."""
+    job = entry.job
+    assert job is not None
+    cached = entry.names
+    if cached is not None and cached[0] is job.spec:
+        return cached[1]
+    name = job.metadata.name
+    names = {}
+    for t in job.spec.tasks:
+        listed = [f"{name}-{t.name}-{i}" for i in range(t.replicas)]
+        names[t.name] = (listed, frozenset(listed))
+    entry.names = (job.spec, names)
+    return names
+
+
+def set_counts(status: JobStatus, per_task: dict[str, dict[str, int]]) -> None:
+    """Totals and taskStatusCount from per-task phase counters."""
+    pending = running = succeeded = failed = unknown = 0
+    for counter in per_task.values():
+        pending += counter.get("Pending", 0)
+        running += counter.get("Running", 0)
+        succeeded += counter.get("Succeeded", 0)
+        failed += counter.get("Failed", 0)
+        unknown += counter.get("Unknown", 0)
+    status.pending, status.running, status.succeeded = pending, running, succeeded
+    status.failed, status.unknown = failed, unknown
+    status.task_status_count = {t: {"phase": c} for t, c in per_task.items()} or None
 
 
 def dependencies_ready(entry: JobEntry, task: TaskSpec) -> bool:
@@ -290,8 +332,10 @@ def _finish_kill(
         status.running_duration = go_duration(parse(ltt) - parse(created))
     plugins = _plugins(entry)
     if plugins:
+        present = [p for p in plugins if f"plugin-{p}" in (status.controlled_resources or {})]
         _bookkeep_plugins(status, plugins, add=False)
-        ctx.emit(o.PluginHook, entry, hook="OnJobDelete", plugins=plugins)
+        if present:  # OnJobDelete runs on every kill; it only has work while the objects exist
+            ctx.emit(o.PluginHook, entry, hook="OnJobDelete", plugins=plugins)
     write_status(ctx, entry, status, action)
 
 

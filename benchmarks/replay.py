@@ -1,0 +1,255 @@
+"""Replay throughput against the physical floor: raw msgspec decoding of the same file.
+
+    .venv/bin/python benchmarks/replay.py            # 10,000 jobs of 1 master + 8 workers
+    .venv/bin/python benchmarks/replay.py --quick    # 600 jobs, well under a minute
+    .venv/bin/python benchmarks/replay.py --json     # one JSON object; headline ratio under "ratio"
+
+The synthetic log is made once (cached in benchmarks/out/) by the simulated
+cluster: jobs arrive in waves of 50 running side by side; realistic pod objects
+of a few KB (env, resources, mounts, tolerations, full status); about a third of
+the jobs see a worker fail and restart as a whole, some twice; finished jobs are
+deleted, as a TTL would. Each measurement runs in a fresh subprocess so that its
+peak RSS is its own:
+
+- floor: `msgspec.json.decode` of every record into Python objects;
+- replay: `vcbus.replaying.replay_stream` (read, decode, engine, status and
+  history projections), i.e. `vcbus replay --json` minus printing;
+- engine: the same with the history projection off (what the decider needs).
+
+The ratios are replay rate / floor rate (target >= 0.5) and the absolute rate
+(target >= 100k events/s). Memory: peak RSS of each run, and of a replay of a
+log twice as long (same live objects: jobs are deleted as they finish) — equal
+peaks mean memory follows live objects, not the length of the log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+OUT = ROOT / "benchmarks" / "out"
+
+CONTAINER = {
+    "name": "main",
+    "image": "registry.example.com/ml/trainer:2026.11.3",
+    "imagePullPolicy": "IfNotPresent",
+    "command": ["python", "-m", "torch.distributed.run", "--nnodes=9", "train.py"],
+    "args": ["--epochs=90", "--batch-size=256", "--lr=0.1", "--data=/data/imagenet"],
+    "env": [{"name": f"TRAIN_OPT_{i}", "value": f"value-{i}-" + "x" * 24} for i in range(12)],
+    "resources": {
+        "requests": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "1"},
+        "limits": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "1"},
+    },
+    "volumeMounts": [
+        {"name": "data", "mountPath": "/data", "readOnly": True},
+        {"name": "dshm", "mountPath": "/dev/shm"},
+        {"name": "ckpt", "mountPath": "/checkpoints"},
+    ],
+    "ports": [{"containerPort": 23456, "name": "dist", "protocol": "TCP"}],
+}
+TEMPLATE = {
+    "metadata": {"labels": {"app": "resnet", "team": "vision"}, "annotations": {"owner": "ml-platform"}},
+    "spec": {
+        "containers": [CONTAINER],
+        "volumes": [
+            {"name": "data", "persistentVolumeClaim": {"claimName": "imagenet"}},
+            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}},
+            {"name": "ckpt", "persistentVolumeClaim": {"claimName": "checkpoints"}},
+        ],
+        "tolerations": [
+            {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+            {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+        ],
+        "nodeSelector": {"accelerator": "a100"},
+        "restartPolicy": "OnFailure",
+    },
+}
+
+
+def job_manifest(i: int) -> dict:
+    return {
+        "metadata": {"name": f"train-{i:05d}", "labels": {"team": "vision"}},
+        "spec": {
+            "minAvailable": 9,
+            "policies": [{"events": ["PodEvicted", "PodFailed"], "action": "RestartJob"}],
+            "plugins": {"pytorch": ["--master=master", "--worker=worker", "--port=23456"]},
+            "tasks": [
+                {
+                    "name": "master",
+                    "replicas": 1,
+                    "policies": [{"event": "TaskCompleted", "action": "CompleteJob"}],
+                    "template": copy.deepcopy(TEMPLATE),
+                },
+                {"name": "worker", "replicas": 8, "template": copy.deepcopy(TEMPLATE)},
+            ],
+        },
+    }
+
+
+def generate(path: pathlib.Path, jobs: int, *, wave: int = 50) -> None:
+    from vcbus.simulate import SimCluster
+
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "wb") as fh:
+        c = SimCluster(write=fh.write)
+        c.add_queue("default")
+        c.settle()
+        ns = "default"
+        for start in range(0, jobs, wave):
+            names = []
+            for i in range(start, min(jobs, start + wave)):
+                c.create_job(job_manifest(i))
+                names.append(f"train-{i:05d}")
+                c.tick()
+            c.settle()
+            failures = {n: (1 if k % 3 == 0 else 0) + (1 if k % 11 == 0 else 0) for k, n in enumerate(names)}
+            for attempt in range(3):
+                for n in names:
+                    if attempt and failures[n] < attempt:
+                        continue
+                    c.schedule(ns, n)
+                c.settle()
+                for n in names:
+                    for p in c.pods_of(ns, n):
+                        if p["status"]["phase"] == "Pending" and "deletionTimestamp" not in p["metadata"]:
+                            c.run(p)
+                c.settle()
+                c.tick(60)
+                retry = [n for n in names if failures[n] > attempt]
+                for n in retry:
+                    c.fail(c.get("Pod", ns, f"{n}-worker-3"), 1)
+                c.settle()
+                if not retry:
+                    break
+            c.tick(600)
+            for n in names:
+                c.succeed(c.get("Pod", ns, f"{n}-master-0"))
+            c.settle()
+            c.tick(60)
+            for n in names:  # ttlSecondsAfterFinished: the job and its remaining pods go
+                for p in c.pods_of(ns, n):
+                    c._put("DELETED", "Pod", p)
+                c.delete_job(ns, n)
+            c.settle()
+    tmp.rename(path)
+
+
+# ------------------------------------------------------------------ measured runs (in subprocesses)
+
+
+def run_floor(path: str) -> dict:
+    import msgspec
+
+    dec = msgspec.json.Decoder()
+    n = 0
+    t0 = time.perf_counter()
+    with open(path, "rb") as fh:
+        for line in fh:
+            dec.decode(line)
+            n += 1
+    return {"events": n, "seconds": time.perf_counter() - t0}
+
+
+def run_replay(path: str, history: bool) -> dict:
+    from vcbus.replaying import replay_stream
+
+    t0 = time.perf_counter()
+    with open(path, "rb") as fh:
+        result = replay_stream(fh, path, keep_commands=history)
+        if not history:
+            result.history.jobs.clear()
+    seconds = time.perf_counter() - t0
+    phases: dict[str, int] = {}
+    for key in result.statuses.jobs():
+        st = result.statuses.status(key) or {}
+        ph = st.get("state", {}).get("phase", "")
+        phases[ph] = phases.get(ph, 0) + 1
+    return {"events": result.counts.events, "seconds": seconds, "phases": phases}
+
+
+def _child(args: list[str]) -> dict:
+    code = (
+        "import json,resource,sys;sys.path.insert(0,%r);"
+        "from benchmarks.replay import run_floor,run_replay;" % str(ROOT)
+    )
+    mode, path = args
+    if mode == "floor":
+        code += f"r=run_floor({path!r})"
+    else:
+        code += f"r=run_replay({path!r}, {mode == 'replay'})"
+    code += ";r['peak_rss_mb']=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024;print(json.dumps(r))"
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=ROOT)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="600 jobs instead of 10,000 (under a minute)")
+    ap.add_argument("--json", action="store_true", help="print one JSON object of the figures")
+    ap.add_argument("--jobs", type=int, help="number of jobs (overrides --quick)")
+    args = ap.parse_args()
+    jobs = args.jobs or (600 if args.quick else 10_000)
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / f"replay-{jobs}.jsonl"
+    double = OUT / f"replay-{jobs * 2}.jsonl"
+    t0 = time.perf_counter()
+    for p, n in ((path, jobs), (double, jobs * 2)):
+        if not p.exists():
+            generate(p, n)
+    gen_s = time.perf_counter() - t0
+    size = path.stat().st_size
+
+    floor = _child(["floor", str(path)])
+    replay = _child(["replay", str(path)])
+    engine = _child(["engine", str(path)])
+    replay2 = _child(["replay", str(double)])
+    events = floor["events"]
+    floor_rate = events / floor["seconds"]
+    replay_rate = replay["events"] / replay["seconds"]
+    engine_rate = engine["events"] / engine["seconds"]
+    figures = {
+        "jobs": jobs,
+        "events": events,
+        "file_mb": round(size / 2**20, 1),
+        "avg_record_bytes": round(size / events),
+        "generate_seconds": round(gen_s, 1),
+        "floor_decode_events_per_s": round(floor_rate),
+        "replay_events_per_s": round(replay_rate),
+        "engine_only_events_per_s": round(engine_rate),
+        "ratio": round(replay_rate / floor_rate, 3),
+        "engine_ratio": round(engine_rate / floor_rate, 3),
+        "target_ratio": 0.5,
+        "target_events_per_s": 100_000,
+        "peak_rss_mb": {
+            "floor": round(floor["peak_rss_mb"], 1),
+            "replay": round(replay["peak_rss_mb"], 1),
+            "engine_only": round(engine["peak_rss_mb"], 1),
+            "replay_2x_log": round(replay2["peak_rss_mb"], 1),
+        },
+        "final_phases": replay["phases"],
+    }
+    if args.json:
+        print(json.dumps(figures))
+        return
+    print(f"log: {jobs} jobs, {events} records, {figures['file_mb']} MiB ({figures['avg_record_bytes']} B/record)")
+    print(f"floor   raw msgspec decode  {floor_rate:>12,.0f} events/s")
+    print(f"replay  vcbus replay        {replay_rate:>12,.0f} events/s   ratio {figures['ratio']:.3f} (target >= 0.5)")
+    print(f"engine  no history          {engine_rate:>12,.0f} events/s   ratio {figures['engine_ratio']:.3f}")
+    rss = figures["peak_rss_mb"]
+    print(
+        f"peak RSS MiB: floor {rss['floor']}, replay {rss['replay']}, engine only {rss['engine_only']}, "
+        f"replay of a 2x longer log {rss['replay_2x_log']}"
+    )
+    print(f"final phases: {replay['phases']}")
+
+
+if __name__ == "__main__":
+    main()

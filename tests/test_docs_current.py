@@ -1,0 +1,22 @@
+"""Generated documents are current: the state diagram is drawn from the machine."""
+
+from __future__ import annotations
+
+import pathlib
+import re
+
+from statemachines.job.diagram import document, mermaid
+from statemachines.vocabulary import Phase
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def test_state_diagram_doc_is_current():
+    checked_in = (ROOT / "docs" / "statemachines" / "job.md").read_text()
+    assert checked_in == document(), "run: .venv/bin/python -m statemachines.job.diagram > docs/statemachines/job.md"
+
+
+def test_diagram_nodes_are_exactly_the_ten_phases():
+    nodes = set(re.findall(r'state "(\w+)" as', mermaid()))
+    assert nodes == {p.value for p in Phase}
+    assert len(nodes) == 10
