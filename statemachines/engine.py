@@ -101,7 +101,7 @@ class Engine:
     def render_pod(self, entry: JobEntry, task: str, index: int, status: JobStatus) -> dict | None:
         if self._render_pod is None or entry.raw is None:
             return None
-        return self._render_pod(entry.raw, task, index, version=status.version, retry_count=status.retry_count)
+        return self._render_pod(entry.raw, task, index, status)
 
     def render_podgroup(self, entry: JobEntry) -> dict | None:
         if self._render_podgroup is None or entry.raw is None:

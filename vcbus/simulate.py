@@ -20,7 +20,9 @@ import msgspec
 
 from statemachines import outputs as o
 from statemachines.engine import Engine
-from statemachines.records import decode
+from statemachines.objects import Job
+from statemachines.records import Observed, decode
+from statemachines.rendering import Renderer
 from statemachines.timefmt import fmt, parse
 
 _enc = msgspec.json.Encoder()
@@ -40,7 +42,10 @@ class SimCluster:
         self.rv = 1000
         self.uid_seq = 0
         self.objects: dict[tuple[str, str, str], dict] = {}
-        self.engine = engine or Engine()
+        if engine is None:
+            renderer = Renderer()
+            engine = Engine(render_pod=renderer.pod, render_podgroup=renderer.podgroup)
+        self.engine = engine
         self.lines: list[bytes] = []
         self._write = write or self.lines.append
         self.node = node
@@ -107,7 +112,9 @@ class SimCluster:
                 continue
             data = self.pending.popleft()
             self.seq += 1
-            outs = self.engine.apply(self.seq, decode(data))
+            rec = decode(data)
+            is_job = isinstance(rec, Observed) and isinstance(rec.object, Job)
+            outs = self.engine.apply(self.seq, rec, raw=data if is_job else None)
             if self.keep_outputs:
                 self.outputs.extend(outs)
             for out in outs:
@@ -192,6 +199,12 @@ class SimCluster:
             job = self.get("Job", ns, name)
             if job is None or self.get("PodGroup", ns, out.name) is not None:
                 return
+            if out.podgroup is not None:
+                pg = copy.deepcopy(out.podgroup)
+                pg["metadata"].update(uid=self._uid(out.name), creationTimestamp=self.now)
+                pg["status"] = {}
+                self._put("ADDED", "PodGroup", pg)
+                return
             pg = {
                 "apiVersion": "scheduling.volcano.sh/v1beta1",
                 "kind": "PodGroup",
@@ -237,6 +250,14 @@ class SimCluster:
                 self._put("DELETED", "Command", cmd)
 
     def _pod(self, job: dict, cmd: o.CreatePod) -> dict:
+        if cmd.pod is not None:
+            pod = copy.deepcopy(cmd.pod)
+            pod["metadata"].update(uid=self._uid(cmd.name), creationTimestamp=self.now)
+            pod["spec"].setdefault("restartPolicy", "Always")
+            pod["spec"].setdefault("terminationGracePeriodSeconds", 30)
+            pod["spec"].setdefault("dnsPolicy", "ClusterFirst")
+            pod["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
+            return pod
         spec = job["spec"]
         task = next(t for t in spec["tasks"] if t["name"] == cmd.task)
         template = copy.deepcopy(task.get("template") or {})

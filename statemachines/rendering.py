@@ -1,0 +1,44 @@
+"""Full manifests for the engine's CreatePod and CreatePodGroup commands.
+
+Replaying a log needs only the decisions; the cluster side needs the objects.
+An `Engine(render_pod=r.pod, render_podgroup=r.podgroup)` with a `Renderer`
+fills every CreatePod with the pod the controller would create (§6.2 plus the
+plugins' OnPodCreate, `statemachines.pods.build_pod`) and every CreatePodGroup
+with its PodGroup (`statemachines.podgroup.build_podgroup`). The job manifest
+comes from the raw watch record the engine kept; it is decoded once per record.
+Pure: the same record and status give the same manifest.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from statemachines.podgroup import build_podgroup
+from statemachines.pods import build_pod
+from statemachines.status import JobStatus
+
+_record = msgspec.json.Decoder()
+
+
+class Renderer:
+    def __init__(self) -> None:
+        self._raw: bytes | None = None
+        self._job: dict[str, Any] | None = None
+
+    def job(self, raw: bytes) -> dict[str, Any]:
+        if raw is not self._raw:
+            value = _record.decode(raw)
+            self._job = value["object"] if isinstance(value, dict) and "object" in value else value
+            self._raw = raw
+        assert self._job is not None
+        return self._job
+
+    def pod(self, raw: bytes, task: str, index: int, status: JobStatus) -> dict[str, Any]:
+        job = dict(self.job(raw))
+        job["status"] = msgspec.to_builtins(status)
+        return build_pod(job, task, index, version=status.version, retry_count=status.retry_count)
+
+    def podgroup(self, raw: bytes) -> dict[str, Any]:
+        return build_podgroup(self.job(raw))
