@@ -81,12 +81,14 @@ class PodState:
 
 
 class PodGroupState:
-    __slots__ = ("name", "uid", "phase")
+    __slots__ = ("name", "uid", "phase", "spec")
 
     def __init__(self, name: str, uid: str = "", phase: str = "") -> None:
         self.name = name
         self.uid = uid
         self.phase = phase
+        # (minMember, minTaskMember, priorityClassName) as last written or observed; None: unknown
+        self.spec: tuple[int, dict[str, int], str] | None = None
 
 
 class JobEntry:

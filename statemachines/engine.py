@@ -405,6 +405,7 @@ class Engine:
             old_phase = current.phase
             current.uid = meta.uid
         current.phase = phase
+        current.spec = (pg.spec.min_member, dict(pg.spec.min_task_member or {}), pg.spec.priority_class_name)
         if rtype == "MODIFIED" and phase != old_phase:
             event = Event.JOB_UNKNOWN if phase == "Unknown" else ""
             self._handle(entry, Request(event=event, source="podgroup"))

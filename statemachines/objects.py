@@ -176,7 +176,9 @@ class PodGroupStatus(Struct, frozen=True, rename="camel"):
 
 class PodGroupSpec(Struct, frozen=True, rename="camel"):
     min_member: int = 0
+    min_task_member: dict[str, int] | None = None
     queue: str = ""
+    priority_class_name: str = ""
 
 
 class PodGroup(Struct, frozen=True, tag_field="kind", tag="PodGroup", rename="camel"):

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from statemachines import outputs as o
-from statemachines.cache import JobEntry, PodState
+from statemachines.cache import JobEntry, PodGroupState, PodState
 from statemachines.job.handling import SOFT_PHASES, Check, Handling, Retain, task_min
 from statemachines.job.machine import HANDLERS, fire
 from statemachines.objects import TaskSpec
@@ -120,25 +120,37 @@ def _min_task_member(entry: JobEntry) -> dict[str, int]:
 
 
 def ensure_podgroup(ctx: Engine, entry: JobEntry) -> None:
-    """createOrUpdatePodGroup (§6.3): create it when we know of none."""
+    """createOrUpdatePodGroup (§6.3): create it when we know of none, else update what changed."""
     job = entry.job
     assert job is not None
-    if entry.pg is None:
+    wanted = (job.spec.min_available, _min_task_member(entry), job.spec.priority_class_name)
+    pg = entry.pg
+    if pg is None:
         name = f"{job.metadata.name}-{job.metadata.uid}"
         ctx.emit(
             o.CreatePodGroup,
             entry,
             name=name,
             job_uid=job.metadata.uid,
-            min_member=job.spec.min_available,
-            min_task_member=_min_task_member(entry),
+            min_member=wanted[0],
+            min_task_member=wanted[1],
             queue=job.spec.queue,
-            priority_class_name=job.spec.priority_class_name,
+            priority_class_name=wanted[2],
             podgroup=ctx.render_podgroup(entry),
         )
-        from statemachines.cache import PodGroupState
-
         entry.pg = PodGroupState(name)
+        entry.pg.spec = wanted
+    elif pg.spec is not None and pg.spec != wanted:
+        # Only what Volcano updates: minMember, minTaskMember, priorityClassName (§6.3).
+        ctx.emit(
+            o.UpdatePodGroup,
+            entry,
+            name=pg.name,
+            min_member=wanted[0],
+            min_task_member=wanted[1],
+            priority_class_name=wanted[2],
+        )
+        pg.spec = wanted
 
 
 def sync_job(ctx: Engine, entry: JobEntry, handling: Handling, action: str) -> None:
