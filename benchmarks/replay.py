@@ -168,9 +168,7 @@ def run_replay(path: str, history: bool, limit: int | None = None) -> dict:
     t0 = time.perf_counter()
     with open(path, "rb") as fh:
         source = itertools.islice(fh, limit) if limit else fh
-        result = replay_stream(source, path, keep_commands=history)
-        if not history:
-            result.history.jobs.clear()
+        result = replay_stream(source, path, keep_commands=history, keep_history=history)
     seconds = time.perf_counter() - t0
     phases: dict[str, int] = {}
     for key in result.statuses.jobs():

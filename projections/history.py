@@ -29,10 +29,15 @@ class JobHistory:
 
 
 class HistoryView:
-    def __init__(self, *, keep_commands: bool = True) -> None:
+    def __init__(self, *, keep_commands: bool = True, enabled: bool = True) -> None:
         self.jobs: dict[str, JobHistory] = {}
         self.keep_commands = keep_commands
         self.position = 0
+        if not enabled:
+            self.apply = self._skip  # type: ignore[method-assign]
+
+    def _skip(self, event: o.Output, position: int | None = None) -> bool:
+        return False
 
     def _job(self, key: str) -> JobHistory:
         h = self.jobs.get(key)

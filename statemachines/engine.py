@@ -190,11 +190,12 @@ class Engine:
                 self.emit(o.JobDeleted, entry, uid=meta.uid)
                 for timer in list(entry.timers.values()):
                     self._cancel(entry, timer, "job deleted")  # type: ignore[arg-type]
+            self._forget_if_empty(entry)
             return
         old = entry.job
         if old is not None and old.metadata.resource_version == meta.resource_version and meta.resource_version:
             return
-        if raw is not None:
+        if raw is not None and self._render_pod is not None:
             entry.raw = raw
         recorded = job.status
         if old is None or old.metadata.uid != meta.uid:
@@ -209,6 +210,11 @@ class Engine:
                 self._handle(entry, Request(event=Event.OUT_OF_SYNC, source="job"))
             finally:
                 self.spec_changed = False
+
+    def _forget_if_empty(self, entry: JobEntry) -> None:
+        """Like Volcano's cache: a deleted job's entry goes once its last pod is gone."""
+        if entry.job is None and not entry.pods:
+            self.jobs.pop(entry.key, None)
 
     def _first_sight(self, entry: JobEntry, job: Job) -> None:
         entry.job = job
@@ -306,6 +312,9 @@ class Engine:
         )
         if rtype == "DELETED":
             gone = entry.drop_pod(ident.task, meta.name)
+            if entry.job is None:  # the job is gone: nothing to decide, maybe nothing left to hold
+                self._forget_if_empty(entry)
+                return
             req.partition = gone.partition if gone is not None else (meta.labels or {}).get(PARTITION_ID, "")
             if gone is None or gone.out_of_sync or OUT_OF_SYNC in (meta.annotations or {}):
                 req.event = Event.OUT_OF_SYNC
@@ -469,12 +478,12 @@ class Engine:
             return
         if res.action != Action.SYNC_JOB:
             self.emit(o.RecordEvent, entry, reason="ExecuteAction", message=f"Start to execute action {res.action} ")
-        self.execute(entry, res.action, _target(res.action, req.task, req.pod, req.partition))
-        if cancels_on_execute(res.action):
+        ok = self.execute(entry, res.action, _target(res.action, req.task, req.pod, req.partition))
+        if ok and cancels_on_execute(res.action):  # only after a successful Execute (processNextReq)
             self._rule_b(entry, res.action, task=req.task, pod=req.pod, partition=req.partition)
 
-    def execute(self, entry: JobEntry, action: str, target: Target | None) -> None:
-        """Run `action` in the job's current phase (Volcano's state.Execute)."""
+    def execute(self, entry: JobEntry, action: str, target: Target | None) -> bool:
+        """Run `action` in the job's current phase (Volcano's state.Execute); False if it failed."""
         assert entry.status is not None
         h = handling(entry.status.state.phase, action)
         try:
@@ -498,6 +507,8 @@ class Engine:
             h = handling(entry.status.state.phase, Action.TERMINATE_JOB)
             if h.op is PodOp.KILL_JOB:
                 kill_job(self, entry, h, Action.TERMINATE_JOB)
+            return False
+        return True
 
     # ------------------------------------------------------------------ timers (§5.2, §5.3)
 

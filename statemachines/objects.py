@@ -15,7 +15,7 @@ import msgspec
 from msgspec import Raw, Struct, field
 
 
-class OwnerReference(Struct, frozen=True, rename="camel"):
+class OwnerReference(Struct, frozen=True, rename="camel", gc=False):
     api_version: str = ""
     kind: str = ""
     name: str = ""
@@ -23,7 +23,7 @@ class OwnerReference(Struct, frozen=True, rename="camel"):
     controller: bool | None = None
 
 
-class Meta(Struct, frozen=True, rename="camel"):
+class Meta(Struct, frozen=True, rename="camel", gc=False):
     name: str = ""
     namespace: str = ""
     uid: str = ""
@@ -38,7 +38,7 @@ class Meta(Struct, frozen=True, rename="camel"):
 # ---------------------------------------------------------------- vcjob
 
 
-class LifecyclePolicy(Struct, frozen=True, rename="camel"):
+class LifecyclePolicy(Struct, frozen=True, rename="camel", gc=False):
     action: str = ""
     event: str = ""
     events: list[str] | None = None
@@ -46,18 +46,18 @@ class LifecyclePolicy(Struct, frozen=True, rename="camel"):
     timeout: str | None = None  # a Go duration string, e.g. "10m"
 
 
-class DependsOn(Struct, frozen=True, rename="camel"):
+class DependsOn(Struct, frozen=True, rename="camel", gc=False):
     name: list[str] | None = None
     iteration: str = ""
 
 
-class PartitionPolicy(Struct, frozen=True, rename="camel"):
+class PartitionPolicy(Struct, frozen=True, rename="camel", gc=False):
     total_partitions: int = 0
     partition_size: int = 0
     min_partitions: int = 0
 
 
-class TaskSpec(Struct, frozen=True, rename="camel"):
+class TaskSpec(Struct, frozen=True, rename="camel", gc=False):
     name: str = ""
     replicas: int = 0
     min_available: int | None = None
@@ -69,7 +69,7 @@ class TaskSpec(Struct, frozen=True, rename="camel"):
     partition_policy: PartitionPolicy | None = None
 
 
-class JobSpec(Struct, frozen=True, rename="camel"):
+class JobSpec(Struct, frozen=True, rename="camel", gc=False):
     scheduler_name: str = ""
     min_available: int = 0
     min_success: int | None = None
@@ -84,14 +84,14 @@ class JobSpec(Struct, frozen=True, rename="camel"):
     network_topology: Raw | None = None
 
 
-class JobStateView(Struct, frozen=True, rename="camel"):
+class JobStateView(Struct, frozen=True, rename="camel", gc=False):
     phase: str = ""
     reason: str = ""
     message: str = ""
     last_transition_time: str | None = None
 
 
-class JobStatusView(Struct, frozen=True, rename="camel"):
+class JobStatusView(Struct, frozen=True, rename="camel", gc=False):
     """A status as recorded in the log (someone else's write, or an adopted one)."""
 
     state: JobStateView = JobStateView()
@@ -110,7 +110,7 @@ class JobStatusView(Struct, frozen=True, rename="camel"):
     conditions: list[dict[str, str | None]] | None = None
 
 
-class Job(Struct, frozen=True, tag_field="kind", tag="Job", rename="camel"):
+class Job(Struct, frozen=True, tag_field="kind", tag="Job", rename="camel", gc=False):
     api_version: str = ""
     metadata: Meta = Meta()
     spec: JobSpec = JobSpec()
@@ -120,47 +120,47 @@ class Job(Struct, frozen=True, tag_field="kind", tag="Job", rename="camel"):
 # ---------------------------------------------------------------- pod
 
 
-class Terminated(Struct, frozen=True, rename="camel"):
+class Terminated(Struct, frozen=True, rename="camel", gc=False):
     exit_code: int = 0
     started_at: str | None = None
     finished_at: str | None = None
     reason: str = ""
 
 
-class Running(Struct, frozen=True, rename="camel"):
+class Running(Struct, frozen=True, rename="camel", gc=False):
     started_at: str | None = None
 
 
-class ContainerState(Struct, frozen=True, rename="camel"):
+class ContainerState(Struct, frozen=True, rename="camel", gc=False):
     running: Running | None = None
     terminated: Terminated | None = None
 
 
-class ContainerStatus(Struct, frozen=True, rename="camel"):
+class ContainerStatus(Struct, frozen=True, rename="camel", gc=False):
     name: str = ""
     ready: bool = False
     restart_count: int = 0
     state: ContainerState | None = None
 
 
-class PodCondition(Struct, frozen=True, rename="camel"):
+class PodCondition(Struct, frozen=True, rename="camel", gc=False):
     type: str = ""
     status: str = ""
     last_transition_time: str | None = None
 
 
-class PodStatus(Struct, frozen=True, rename="camel"):
+class PodStatus(Struct, frozen=True, rename="camel", gc=False):
     phase: str = ""
     conditions: list[PodCondition] | None = None
     container_statuses: list[ContainerStatus] | None = None
     init_container_statuses: list[ContainerStatus] | None = None
 
 
-class PodSpecView(Struct, frozen=True, rename="camel"):
+class PodSpecView(Struct, frozen=True, rename="camel", gc=False):
     node_name: str = ""
 
 
-class Pod(Struct, frozen=True, tag_field="kind", tag="Pod", rename="camel"):
+class Pod(Struct, frozen=True, tag_field="kind", tag="Pod", rename="camel", gc=False):
     api_version: str = ""
     metadata: Meta = Meta()
     spec: PodSpecView = PodSpecView()
@@ -170,41 +170,41 @@ class Pod(Struct, frozen=True, tag_field="kind", tag="Pod", rename="camel"):
 # ---------------------------------------------------------------- podgroup, queue, command
 
 
-class PodGroupStatus(Struct, frozen=True, rename="camel"):
+class PodGroupStatus(Struct, frozen=True, rename="camel", gc=False):
     phase: str = ""
 
 
-class PodGroupSpec(Struct, frozen=True, rename="camel"):
+class PodGroupSpec(Struct, frozen=True, rename="camel", gc=False):
     min_member: int = 0
     min_task_member: dict[str, int] | None = None
     queue: str = ""
     priority_class_name: str = ""
 
 
-class PodGroup(Struct, frozen=True, tag_field="kind", tag="PodGroup", rename="camel"):
+class PodGroup(Struct, frozen=True, tag_field="kind", tag="PodGroup", rename="camel", gc=False):
     api_version: str = ""
     metadata: Meta = Meta()
     spec: PodGroupSpec = PodGroupSpec()
     status: PodGroupStatus = PodGroupStatus()
 
 
-class QueueSpec(Struct, frozen=True, rename="camel"):
+class QueueSpec(Struct, frozen=True, rename="camel", gc=False):
     parent: str = ""
     extend_clusters: list[Raw] | None = None
 
 
-class QueueStatus(Struct, frozen=True, rename="camel"):
+class QueueStatus(Struct, frozen=True, rename="camel", gc=False):
     state: str = ""
 
 
-class Queue(Struct, frozen=True, tag_field="kind", tag="Queue", rename="camel"):
+class Queue(Struct, frozen=True, tag_field="kind", tag="Queue", rename="camel", gc=False):
     api_version: str = ""
     metadata: Meta = Meta()
     spec: QueueSpec = QueueSpec()
     status: QueueStatus = QueueStatus()
 
 
-class Command(Struct, frozen=True, tag_field="kind", tag="Command", rename="camel"):
+class Command(Struct, frozen=True, tag_field="kind", tag="Command", rename="camel", gc=False):
     api_version: str = ""
     metadata: Meta = Meta()
     action: str = ""

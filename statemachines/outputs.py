@@ -22,7 +22,7 @@ from msgspec import Struct
 from statemachines.status import JobStatus
 
 
-class Output(Struct, frozen=True, kw_only=True, tag_field="type", rename="camel", omit_defaults=True):
+class Output(Struct, frozen=True, kw_only=True, tag_field="type", rename="camel", omit_defaults=True, gc=False):
     job: str  # "<namespace>/<name>"
     seq: int  # position of the causing record
     time: str = ""  # event time of the causing record (RFC 3339)

@@ -31,7 +31,7 @@ class RecordError(ValueError):
     """A record that cannot be used; the message says what and where."""
 
 
-class Observed(Struct, frozen=True):
+class Observed(Struct, frozen=True, gc=False):
     type: str  # ADDED | MODIFIED | DELETED
     object: KnownObject
     time: str | None = None

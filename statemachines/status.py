@@ -15,19 +15,19 @@ from msgspec import Struct
 from statemachines.vocabulary import Phase
 
 
-class JobState(Struct, rename="camel", omit_defaults=True):
+class JobState(Struct, rename="camel", omit_defaults=True, gc=False):
     phase: str = ""
     reason: str = ""
     message: str = ""
     last_transition_time: str | None = None
 
 
-class JobCondition(Struct, rename="camel", omit_defaults=True):
+class JobCondition(Struct, rename="camel", omit_defaults=True, gc=False):
     status: str
     last_transition_time: str | None = None
 
 
-class JobStatus(Struct, rename="camel", omit_defaults=True):
+class JobStatus(Struct, rename="camel", omit_defaults=True, gc=False):
     state: JobState = msgspec.field(default_factory=JobState)
     min_available: int = 0
     task_status_count: dict[str, dict[str, dict[str, int]]] | None = None
