@@ -17,6 +17,15 @@ from vcbus.errors import UserError
 
 COMMAND_MODULES = [
     "vcbus.cli.replay",
+    "vcbus.cli.render",
+    "vcbus.cli.validate",
+    "vcbus.cli.webhook",
+    "vcbus.cli.up",
+    "vcbus.cli.publish",
+    "vcbus.cli.status",
+    "vcbus.cli.events",
+    "vcbus.cli.log",
+    "vcbus.cli.projections",
 ]
 
 

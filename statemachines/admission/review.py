@@ -1,0 +1,112 @@
+"""AdmissionReview v1 in, AdmissionReview v1 out: the webhook's routing, without any I/O.
+
+`handle(path, review, queues=...)` answers one request for the paths
+`/jobs/mutate`, `/jobs/validate`, `/queues/mutate` and `/queues/validate`.
+Anything it cannot understand (unknown path, no request, a wrong resource, a
+bad object) is answered `allowed: false`, so the webhook fails closed.
+
+Mutations come back as a base64 JSON Patch with `patchType: JSONPatch`; when
+no operation applies, the response carries no patch (upstream sends the
+literal `null`, which the API server treats the same way).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from statemachines.admission.mutate import DEFAULT_SCHEDULER, job_patch
+from statemachines.admission.queues import QueueIndex, queue_patch, validate_queue
+from statemachines.admission.validate import validate_create, validate_update
+
+JOBS = ("batch.volcano.sh", "v1alpha1", "jobs")
+QUEUES = ("scheduling.volcano.sh", "v1beta1", "queues")
+PATHS = ("/jobs/mutate", "/jobs/validate", "/queues/mutate", "/queues/validate")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Webhook options (the upstream flag in brackets)."""
+
+    scheduler_name: str = DEFAULT_SCHEDULER  # [--scheduler-name] job mutate default
+    pod_level_resources: bool = True  # Kubernetes feature gate PodLevelResources (beta, on since 1.34)
+    max_queue_depth: int = 5  # [--max-queue-depth]
+    root_queue_protection: bool = True  # [--enable-root-queue-protection]
+    queue_allocated_pods_check: bool = False  # [--enable-queue-allocated-pods-check]
+
+
+def _gvr_text(gvr: tuple[str, str, str]) -> str:
+    return f"{gvr[0]}/{gvr[1]}, Resource={gvr[2]}"
+
+
+def _response(uid: str, *, allowed: bool, message: str = "", patch: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    response: dict[str, Any] = {"uid": uid, "allowed": allowed}
+    if not allowed:
+        response["status"] = {"metadata": {}, "message": message}
+    if patch:
+        response["patch"] = base64.b64encode(json.dumps(patch, separators=(",", ":")).encode()).decode()
+        response["patchType"] = "JSONPatch"
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
+
+
+def _object(request: dict[str, Any], key: str, gvr: tuple[str, str, str]) -> dict[str, Any]:
+    resource = request.get("resource") or {}
+    if (resource.get("group", ""), resource.get("version", ""), resource.get("resource", "")) != gvr:
+        raise ValueError(f"expect resource to be {_gvr_text(gvr)}")
+    obj = request.get(key)
+    if not isinstance(obj, dict):
+        raise ValueError(f"the request has no {key}")
+    return obj
+
+
+def handle(path: str, review: Any, *, queues: QueueIndex, settings: Settings | None = None) -> dict[str, Any]:
+    """Answer one AdmissionReview for `path`; never raises for bad input."""
+    settings = settings or Settings()
+    request = review.get("request") if isinstance(review, dict) else None
+    if not isinstance(request, dict):
+        return _response("", allowed=False, message="the AdmissionReview has no request")
+    uid = str(request.get("uid", ""))
+    operation = str(request.get("operation", ""))
+    try:
+        if path == "/jobs/mutate":
+            job = _object(request, "object", JOBS)
+            if operation != "CREATE":
+                return _response(uid, allowed=False, message="expect operation to be 'CREATE' ")
+            return _response(uid, allowed=True, patch=job_patch(job, scheduler_name=settings.scheduler_name))
+        if path == "/jobs/validate":
+            job = _object(request, "object", JOBS)
+            if operation == "CREATE":
+                verdict = validate_create(job, queues=queues, pod_level_resources=settings.pod_level_resources)
+            elif operation == "UPDATE":
+                verdict = validate_update(_object(request, "oldObject", JOBS), job)
+            else:
+                return _response(uid, allowed=False, message="expect operation to be 'CREATE' or 'UPDATE'")
+            return _response(uid, allowed=verdict.allowed, message=verdict.message)
+        if path == "/queues/mutate":
+            queue = _object(request, "object", QUEUES)
+            if operation != "CREATE":
+                return _response(
+                    uid, allowed=False, message=f"invalid operation `{operation}`, expect operation to be `CREATE`"
+                )
+            return _response(uid, allowed=True, patch=queue_patch(queue))
+        if path == "/queues/validate":
+            key = "oldObject" if operation == "DELETE" else "object"
+            queue = _object(request, key, QUEUES)
+            old = _object(request, "oldObject", QUEUES) if operation == "UPDATE" else None
+            if operation == "DELETE" and not (queue.get("metadata") or {}).get("name"):
+                queue = {**queue, "metadata": {**(queue.get("metadata") or {}), "name": request.get("name", "")}}
+            error = validate_queue(
+                operation,
+                queue,
+                old,
+                queues,
+                max_depth=settings.max_queue_depth,
+                root_protection=settings.root_queue_protection,
+                allocated_pods_check=settings.queue_allocated_pods_check,
+            )
+            return _response(uid, allowed=error is None, message=error or "")
+    except (ValueError, TypeError, KeyError, AttributeError) as err:
+        return _response(uid, allowed=False, message=str(err))
+    return _response(uid, allowed=False, message=f"no admission service for path {path}")
