@@ -152,6 +152,8 @@ class Engine:
                 self.queues[obj.metadata.name] = obj
         elif isinstance(obj, Command):
             self._command(record.type, obj)
+        if self.timer_mode == "by-time" and self.timers and self.timers[0][0] <= self.now:
+            self.fire_due(self.now)  # a delay <= 0 fires at once, right after the request that set it
         return out
 
     def finish(self, until: str | None = None) -> list[o.Output]:
@@ -432,12 +434,13 @@ class Engine:
             return
         entry.consumed.add(cmd.metadata.uid)
         self.emit(o.DeleteBusCommand, entry, name=cmd.metadata.name, namespace=cmd.metadata.namespace)
-        self.emit(
-            o.RecordEvent,
-            entry,
-            reason="CommandIssued",
-            message=f"Start to execute command {cmd.action}, and clean it up to make sure executed not more than once.",
-        )
+        if entry.job is not None:  # recordJobEvent: no job in the cache, no event
+            self.emit(
+                o.RecordEvent,
+                entry,
+                reason="CommandIssued",
+                message=f"Start to execute command {cmd.action}, and clean it up to make sure executed not more than once.",
+            )
         self._handle(entry, Request(event=Event.COMMAND_ISSUED, action=cmd.action, source="command"))
 
     # ------------------------------------------------------------------ the worker loop (§0.2)
@@ -473,7 +476,7 @@ class Engine:
             reason=res.reason,
             explain=res.explain,
         )
-        if res.delay > 0:
+        if res.delay != 0:  # Volcano registers any non-zero delay; a negative one fires at once
             self._schedule(entry, req, res)
             return
         if res.action != Action.SYNC_JOB:

@@ -65,3 +65,33 @@ def test_scale_down_deletes_surplus_pods_unannotated_so_they_come_back_as_evicti
     evicted = [x for x in new if isinstance(x, o.ActionResolved) and x.event == "PodEvicted"]
     assert [e.pod for e in evicted] == ["scaler-worker-1"]  # quirk 9: scale-down raises PodEvicted
     assert any(isinstance(x, o.UpdatePodGroup) and x.min_member == 1 for x in new)
+
+
+def test_negative_policy_timeout_is_a_delayed_action_that_fires_at_once():
+    """Volcano registers any non-zero delay: `timeout: -5s` is scheduled, then fires immediately."""
+    job = {
+        "metadata": {"name": "neg"},
+        "spec": {
+            "minAvailable": 1,
+            "policies": [{"event": "PodFailed", "action": "AbortJob", "timeout": "-5s"}],
+            "tasks": [{"name": "w", "replicas": 1, "template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}],
+        },
+    }
+    c = SimCluster()
+    c.add_queue()
+    c.create_job(job)
+    c.settle()
+    c.schedule("default", "neg")
+    c.settle()
+    c.run(c.get("Pod", "default", "neg-w-0"))
+    c.settle()
+    before = len(c.outputs)
+    c.fail(c.get("Pod", "default", "neg-w-0"), 2)
+    c.settle()
+    new = c.outputs[before:]
+    events = [x.message for x in new if isinstance(x, o.RecordEvent)]
+    assert "Execute action AbortJob after -5s" in events
+    assert any(isinstance(x, o.TimerScheduled) for x in new)
+    assert any(isinstance(x, o.TimerFired) and x.action == "AbortJob" for x in new)
+    phases = [x.to_phase for x in new if isinstance(x, o.PhaseChanged)]
+    assert phases[:1] == ["Aborting"]

@@ -13,6 +13,7 @@ path.
 from __future__ import annotations
 
 import copy
+import zlib
 from collections import deque
 from typing import Any, Callable
 
@@ -348,7 +349,7 @@ class SimCluster:
             {
                 "phase": "Running",
                 "hostIP": "10.0.0.11",
-                "podIP": f"172.16.0.{10 + (abs(hash(pod['metadata']['name'])) % 200)}",
+                "podIP": f"172.16.0.{10 + (zlib.crc32(pod['metadata']['name'].encode()) % 200)}",
                 "startTime": now,
                 "conditions": [
                     {"type": t, "status": "True", "lastProbeTime": None, "lastTransitionTime": now}

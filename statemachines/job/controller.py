@@ -402,12 +402,15 @@ def kill_target(ctx: Engine, entry: JobEntry, handling: Handling, action: str, t
             if target.pod in pods:
                 victims = [pods[target.pod]]
         elif target.kind == "partition":
-            victims = [pods[n] for n in sorted(pods) if pods[n].partition == target.partition and target.partition]
+            spec = next((t for t in job.spec.tasks if t.name == target.task), None)
+            if spec is not None and spec.partition_policy is not None:  # only such tasks have a partition index
+                victims = [pods[n] for n in sorted(pods) if pods[n].partition == target.partition and target.partition]
             if not victims:
                 return  # no partition index or no pods in it: nothing at all happens
     counts = Counts()
     for pod in victims:
         if pod.deleting:
+            pod.out_of_sync = True  # killPods patches every victim's annotation, deleting ones included
             counts.terminating += 1
         else:
             _kill(ctx, entry, pod, counts)
