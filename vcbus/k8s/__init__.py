@@ -1,0 +1,1 @@
+"""Kubernetes adapters: list-then-watch (`watching`) and a kubelet-less pod driver (`podsim`)."""

@@ -1,0 +1,599 @@
+"""List-then-watch of one Kubernetes resource, yielding kubectl-shaped watch events.
+
+Every event is a plain dict in exactly the shape of
+`kubectl get <res> --watch --output-watch-events -o json`::
+
+    {"type": "ADDED" | "MODIFIED" | "DELETED",
+     "object": {...the full object, apiVersion and kind set, metadata.managedFields removed}}
+
+Concurrency model: a **thread-driven generator**. `ResourceWatcher.start()`
+spawns one daemon thread that talks to the apiserver with the official
+`kubernetes` client (its `ApiClient` for auth/TLS; raw JSON, no model
+classes, so unknown fields survive) and feeds a bounded queue. The caller
+consumes with any of
+
+* ``for event in watcher:`` - blocks; ends after `stop()`;
+* ``watcher.next_event(timeout)`` - one event or `TimeoutError`;
+* ``async for event in watcher:`` - the same from asyncio (the blocking queue
+  read runs in a worker thread; the event loop is never blocked).
+
+Semantics:
+
+* Without a start position the watcher lists the resource and yields ADDED
+  for every object (list order), then watches from the list's
+  resourceVersion.
+* `resource_version=` resumes a watch from a stored position: only changes
+  after it are yielded (nothing is repeated).
+* The watch asks for bookmarks (`allowWatchBookmarks`); a BOOKMARK is not
+  yielded but moves the position forward.
+* A `410 Gone` (HTTP status or ERROR event, e.g. after etcd compaction or an
+  apiserver restart whose watch cache starts later) triggers a relist. The
+  relist is diffed against the known set, keyed by uid: DELETED (with the last
+  known object) for objects that vanished meanwhile, ADDED for new uids,
+  MODIFIED for objects whose resourceVersion changed; unchanged ones are not
+  repeated. A name that was deleted and recreated shows as DELETED then ADDED.
+* Connection errors, apiserver restarts and other API errors are retried with
+  exponential backoff (`backoff_initial` doubling up to `backoff_max`, reset
+  once a watch is established). A normal end of the watch stream (server-side
+  `timeoutSeconds`) reconnects immediately.
+
+Resume position: `resource_version` and `known` describe what the *caller has
+consumed* (not what the thread has buffered), so persisting `snapshot()` after
+handling an event and passing it back via `ResourceWatcher.from_snapshot()`
+loses and repeats nothing. Events synthesised by one relist carry the old
+position except the last one, which carries the list's resourceVersion.
+
+This module only yields events; publishing them (e.g. to NATS) is the
+caller's business.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import logging
+import queue
+import threading
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+log = logging.getLogger(__name__)
+
+JOB_NAME_LABEL = "volcano.sh/job-name"
+
+
+# --------------------------------------------------------------------------- resources
+
+
+@dataclass(frozen=True)
+class ResourceKind:
+    name: str
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool
+    default_label_selector: str | None = None
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        if name:
+            base += f"/{name}"
+            if subresource:
+                base += f"/{subresource}"
+        return base
+
+
+RESOURCES: dict[str, ResourceKind] = {
+    r.name: r
+    for r in (
+        ResourceKind("vcjobs", "batch.volcano.sh", "v1alpha1", "jobs", "Job", True),
+        ResourceKind("pods", "", "v1", "pods", "Pod", True, default_label_selector=JOB_NAME_LABEL),
+        ResourceKind("podgroups", "scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup", True),
+        ResourceKind("queues", "scheduling.volcano.sh", "v1beta1", "queues", "Queue", False),
+        ResourceKind("commands", "bus.volcano.sh", "v1alpha1", "commands", "Command", True),
+        ResourceKind("nodes", "", "v1", "nodes", "Node", False),
+    )
+}
+
+_ALIASES = {
+    "vcjob": "vcjobs", "vj": "vcjobs", "job": "vcjobs", "jobs": "vcjobs",
+    "jobs.batch.volcano.sh": "vcjobs",
+    "pod": "pods", "po": "pods",
+    "podgroup": "podgroups", "pg": "podgroups", "podgroups.scheduling.volcano.sh": "podgroups",
+    "queue": "queues", "q": "queues", "queues.scheduling.volcano.sh": "queues",
+    "command": "commands", "commands.bus.volcano.sh": "commands",
+    "node": "nodes", "no": "nodes",
+}
+
+
+def resource_kind(name: str | ResourceKind) -> ResourceKind:
+    """Look up a watchable resource by name, plural, short name or `plural.group`."""
+    if isinstance(name, ResourceKind):
+        return name
+    key = name.lower()
+    key = _ALIASES.get(key, key)
+    try:
+        return RESOURCES[key]
+    except KeyError:
+        raise ValueError(f"unknown resource {name!r}; known: {', '.join(RESOURCES)}") from None
+
+
+# --------------------------------------------------------------------------- raw API access
+
+
+class KubeApiError(Exception):
+    """A non-2xx answer from the apiserver (or an ERROR watch event)."""
+
+    def __init__(self, status: int, body: Any, *, method: str = "", path: str = ""):
+        self.status = status
+        self.body = body
+        msg = body.get("message") if isinstance(body, dict) else body
+        super().__init__(f"{method} {path}: HTTP {status}: {msg}".strip())
+
+    @property
+    def reason(self) -> str | None:
+        return self.body.get("reason") if isinstance(self.body, dict) else None
+
+
+class GoneError(KubeApiError):
+    """410 Gone: the requested resourceVersion is no longer available."""
+
+
+def _error(status: int, raw: bytes, method: str, path: str) -> KubeApiError:
+    try:
+        body: Any = json.loads(raw)
+    except ValueError:
+        body = raw.decode(errors="replace")
+    cls = GoneError if status == 410 else KubeApiError
+    return cls(status, body, method=method, path=path)
+
+
+def api_request(
+    api_client,
+    method: str,
+    path: str,
+    *,
+    query: dict[str, Any] | None = None,
+    body: Any = None,
+    content_type: str | None = None,
+    accept: str = "application/json",
+    timeout: float | tuple[float, float] | None = 30.0,
+    stream: bool = False,
+):
+    """One request through a `kubernetes.client.ApiClient` (its host, TLS and auth).
+
+    Returns the decoded JSON body, or with `stream=True` the open urllib3
+    response (the caller reads and closes it). Raises `KubeApiError`
+    (`GoneError` for 410) on a non-2xx status.
+    """
+    headers = {"Accept": accept}
+    if body is not None:
+        headers["Content-Type"] = content_type or "application/json"
+    q = [(k, v) for k, v in (query or {}).items() if v is not None]
+    m, url, hdrs, b, post = api_client.param_serialize(
+        method=method,
+        resource_path=path,
+        query_params=q,
+        header_params=headers,
+        body=body,
+        auth_settings=["BearerToken"],
+    )
+    resp = api_client.call_api(m, url, header_params=hdrs, body=b, post_params=post, _request_timeout=timeout)
+    if not 200 <= resp.status <= 299:
+        raise _error(resp.status, resp.read(), method, path)
+    if stream:
+        return resp.response
+    data = resp.read()
+    return json.loads(data) if data else None
+
+
+def normalize(obj: dict, rk: ResourceKind) -> dict:
+    """The object as kubectl prints it: apiVersion/kind set, managedFields dropped."""
+    obj.setdefault("apiVersion", rk.api_version)
+    obj.setdefault("kind", rk.kind)
+    # Keep apiVersion/kind first, as kubectl does.
+    head = {"apiVersion": obj.pop("apiVersion"), "kind": obj.pop("kind")}
+    out = {**head, **obj}
+    meta = out.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+    return out
+
+
+def _iter_lines(resp) -> Iterator[bytes]:
+    buf = b""
+    for chunk in resp.stream(amt=None, decode_content=False):
+        buf += chunk
+        while True:
+            i = buf.find(b"\n")
+            if i < 0:
+                break
+            line, buf = buf[:i], buf[i + 1 :]
+            if line.strip():
+                yield line
+    if buf.strip():
+        yield buf
+
+
+# --------------------------------------------------------------------------- the watcher
+
+
+_STOP = object()
+
+
+@dataclass
+class _Item:
+    event: dict | None  # None: position update only (bookmark, empty relist)
+    rv: str | None
+
+
+class ResourceWatcher:
+    """List-then-watch one resource in a background thread; see the module docstring.
+
+    Parameters: `api_client` (a `kubernetes.client.ApiClient`), `resource`
+    (name/short name, see `RESOURCES`), `namespace` (None = all namespaces;
+    ignored for cluster-scoped resources), `label_selector` (default: the
+    resource's default, `volcano.sh/job-name` for pods; pass "" for none),
+    `field_selector`, `resource_version` (resume position), `known` (uid ->
+    last yielded object, as from `snapshot()`).
+    """
+
+    def __init__(
+        self,
+        api_client,
+        resource: str | ResourceKind,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        resource_version: str | None = None,
+        known: dict[str, dict] | None = None,
+        watch_timeout_seconds: int = 300,
+        connect_timeout: float = 5.0,
+        backoff_initial: float = 0.1,
+        backoff_max: float = 5.0,
+        page_size: int = 500,
+        queue_size: int = 1000,
+    ):
+        self.api = api_client
+        self.rk = resource_kind(resource)
+        self.namespace = namespace if self.rk.namespaced else None
+        self.label_selector = self.rk.default_label_selector if label_selector is None else (label_selector or None)
+        self.field_selector = field_selector or None
+        self.watch_timeout_seconds = int(watch_timeout_seconds)
+        self.connect_timeout = connect_timeout
+        self.backoff_initial = backoff_initial
+        self.backoff_max = backoff_max
+        self.page_size = page_size
+
+        # Thread side: what has been queued.
+        self._rv: str | None = resource_version or None
+        self._need_list = self._rv is None
+        self._known: dict[str, dict] = copy.deepcopy(known) if known else {}
+        # Consumer side: what the caller has taken (the resume position).
+        self._pos_rv: str | None = self._rv
+        self._pos_known: dict[str, dict] = copy.deepcopy(self._known)
+
+        self._q: queue.Queue = queue.Queue(maxsize=queue_size)
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._resp = None
+        self._resp_lock = threading.Lock()
+        self._fatal: BaseException | None = None
+        self._finished = False
+
+        # Observability (tests, logs).
+        self.last_error: BaseException | None = None
+        self.relists = 0
+        self.reconnects = 0
+        self.bookmarks = 0
+        self.connected = threading.Event()
+
+    @classmethod
+    def from_snapshot(cls, api_client, resource, snapshot: dict, **kw) -> "ResourceWatcher":
+        return cls(
+            api_client,
+            resource,
+            resource_version=snapshot.get("resourceVersion"),
+            known=snapshot.get("known") or {},
+            **kw,
+        )
+
+    # ---- consumer API
+
+    @property
+    def resource_version(self) -> str | None:
+        """Position after the last event the caller consumed (persist this)."""
+        return self._pos_rv
+
+    @property
+    def known(self) -> dict[str, dict]:
+        """uid -> last consumed object, for objects that currently exist."""
+        return self._pos_known
+
+    def snapshot(self) -> dict:
+        """JSON-serialisable resume state: {"resourceVersion", "known"}."""
+        return {"resourceVersion": self._pos_rv, "known": copy.deepcopy(self._pos_known)}
+
+    def start(self) -> "ResourceWatcher":
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._run, name=f"watch-{self.rk.name}", daemon=True
+            )
+            self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stopping.set()
+        self._abort_stream()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def __enter__(self) -> "ResourceWatcher":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def _take(self, timeout: float | None) -> dict | None:
+        """Next event (None on timeout); raises StopIteration when finished."""
+        if self._finished:
+            raise StopIteration
+        if self._thread is None:
+            self.start()
+        while True:
+            try:
+                item = self._q.get(timeout=timeout)
+            except queue.Empty:
+                return None
+            if item is _STOP:
+                self._finished = True
+                if self._fatal is not None:
+                    raise self._fatal
+                raise StopIteration
+            self._consume(item)
+            if item.event is not None:
+                return item.event
+
+    def _consume(self, item: _Item) -> None:
+        ev = item.event
+        if ev is not None:
+            uid = ev["object"].get("metadata", {}).get("uid")
+            if uid:
+                if ev["type"] == "DELETED":
+                    self._pos_known.pop(uid, None)
+                else:
+                    self._pos_known[uid] = ev["object"]
+        if item.rv:
+            self._pos_rv = item.rv
+
+    def next_event(self, timeout: float | None = None) -> dict:
+        """The next event; `TimeoutError` if none within `timeout` seconds."""
+        try:
+            ev = self._take(timeout)
+        except StopIteration:
+            raise EOFError("watcher stopped") from None
+        if ev is None:
+            raise TimeoutError(f"no {self.rk.name} event within {timeout}s")
+        return ev
+
+    def __iter__(self) -> Iterator[dict]:
+        while True:
+            try:
+                ev = self._take(None)
+            except StopIteration:
+                return
+            if ev is not None:
+                yield ev
+
+    def __aiter__(self):
+        return self
+
+    def _take_or_end(self, timeout: float | None):
+        # StopIteration cannot cross a Future (asyncio.to_thread): map it to _STOP.
+        try:
+            return self._take(timeout)
+        except StopIteration:
+            return _STOP
+
+    async def __anext__(self) -> dict:
+        while True:
+            ev = await asyncio.to_thread(self._take_or_end, 0.25)
+            if ev is _STOP:
+                raise StopAsyncIteration
+            if ev is not None:
+                return ev
+
+    # ---- thread side
+
+    def _put(self, item) -> None:
+        while True:
+            try:
+                self._q.put(item, timeout=0.25)
+                return
+            except queue.Full:
+                if self._stopping.is_set():
+                    raise _Stopped() from None
+
+    def _emit(self, type_: str, obj: dict, rv: str | None) -> None:
+        uid = obj.get("metadata", {}).get("uid")
+        if uid:
+            if type_ == "DELETED":
+                self._known.pop(uid, None)
+            else:
+                self._known[uid] = obj
+        self._put(_Item({"type": type_, "object": obj}, rv))
+
+    def _run(self) -> None:
+        backoff = self.backoff_initial
+        try:
+            while not self._stopping.is_set():
+                try:
+                    if self._need_list:
+                        self._relist()
+                    if self._watch_once():
+                        backoff = self.backoff_initial
+                except GoneError as e:
+                    log.info("watch %s: %s; relisting", self.rk.name, e)
+                    self._need_list = True
+                except _Stopped:
+                    break
+                except Exception as e:  # noqa: BLE001 - any failure: back off and retry
+                    if self._stopping.is_set():
+                        break
+                    self.last_error = e
+                    self.reconnects += 1
+                    log.warning("watch %s failed (%s: %s); retrying in %.1fs",
+                                self.rk.name, type(e).__name__, e, backoff)
+                    self._stopping.wait(backoff)
+                    backoff = min(backoff * 2, self.backoff_max)
+        except BaseException as e:  # a bug: surface it to the consumer
+            self._fatal = e
+        finally:
+            self.connected.clear()
+            try:
+                self._q.put(_STOP, timeout=5)
+            except queue.Full:
+                pass
+
+    def _selectors(self) -> dict[str, str | None]:
+        return {"labelSelector": self.label_selector, "fieldSelector": self.field_selector}
+
+    def _relist(self) -> None:
+        items: list[dict] = []
+        cont = None
+        while True:
+            try:
+                page = api_request(
+                    self.api, "GET", self.rk.path(self.namespace),
+                    query={"limit": self.page_size, "continue": cont, **self._selectors()},
+                    timeout=(self.connect_timeout, 60.0),
+                )
+            except GoneError:
+                if cont is None:
+                    raise
+                items, cont = [], None  # continue token expired: start over
+                continue
+            items.extend(page.get("items") or [])
+            cont = (page.get("metadata") or {}).get("continue")
+            list_rv = (page.get("metadata") or {}).get("resourceVersion")
+            if not cont:
+                break
+        self.relists += 1
+
+        current = {}
+        for obj in items:
+            obj = normalize(obj, self.rk)
+            current[obj["metadata"]["uid"]] = obj
+        events: list[tuple[str, dict]] = []
+        for uid, old in list(self._known.items()):
+            if uid not in current:
+                events.append(("DELETED", old))
+        for uid, obj in current.items():
+            old = self._known.get(uid)
+            if old is None:
+                events.append(("ADDED", obj))
+            elif old.get("metadata", {}).get("resourceVersion") != obj["metadata"].get("resourceVersion"):
+                events.append(("MODIFIED", obj))
+        # Until the whole batch is consumed the safe resume point stays the
+        # position before the relist: a consumer that stops mid-batch relists again.
+        prev_rv = self._rv
+        for i, (t, obj) in enumerate(events):
+            last = i == len(events) - 1
+            self._emit(t, obj, list_rv if last else prev_rv)
+        if not events:
+            self._put(_Item(None, list_rv))
+        self._rv = list_rv
+        self._need_list = False
+
+    def _abort_stream(self) -> None:
+        with self._resp_lock:
+            resp = self._resp
+        if resp is None:
+            return
+        try:
+            shutdown = getattr(resp, "shutdown", None)
+            if shutdown is not None:
+                shutdown()
+            resp.close()
+        except Exception:  # noqa: BLE001 - closing a dying connection
+            pass
+
+    def _watch_once(self) -> bool:
+        """One watch request; returns True if it was established (HTTP 200)."""
+        query = {
+            "watch": "true",
+            "resourceVersion": self._rv,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": self.watch_timeout_seconds,
+            **self._selectors(),
+        }
+        resp = api_request(
+            self.api, "GET", self.rk.path(self.namespace), query=query, stream=True,
+            timeout=(self.connect_timeout, self.watch_timeout_seconds + 30.0),
+        )
+        with self._resp_lock:
+            self._resp = resp
+        if self._stopping.is_set():
+            self._abort_stream()
+        self.connected.set()
+        try:
+            for line in _iter_lines(resp):
+                if self._stopping.is_set():
+                    raise _Stopped()
+                ev = json.loads(line)
+                t, obj = ev.get("type"), ev.get("object") or {}
+                if t == "ERROR":
+                    code = obj.get("code") or 500
+                    cls = GoneError if code == 410 else KubeApiError
+                    raise cls(code, obj, method="WATCH", path=self.rk.path(self.namespace))
+                rv = (obj.get("metadata") or {}).get("resourceVersion")
+                if t == "BOOKMARK":
+                    self.bookmarks += 1
+                    if rv:
+                        self._rv = rv
+                        self._put(_Item(None, rv))
+                    continue
+                if t not in ("ADDED", "MODIFIED", "DELETED"):
+                    log.warning("watch %s: ignoring event type %r", self.rk.name, t)
+                    continue
+                self._emit(t, normalize(obj, self.rk), rv)
+                if rv:
+                    self._rv = rv
+        except _Stopped:
+            raise
+        except Exception:
+            if self._stopping.is_set():
+                raise _Stopped() from None
+            raise
+        finally:
+            self.connected.clear()
+            with self._resp_lock:
+                self._resp = None
+            try:
+                resp.release_conn()
+            except Exception:  # noqa: BLE001
+                pass
+        return True
+
+
+class _Stopped(Exception):
+    pass
+
+
+def watch(api_client, resource: str, **kw) -> Iterator[dict]:
+    """Convenience: iterate the events of a `ResourceWatcher` (stopped when the generator closes)."""
+    w = ResourceWatcher(api_client, resource, **kw).start()
+    try:
+        yield from w
+    finally:
+        w.stop()
