@@ -119,7 +119,7 @@ class Actuator:
                     {"op": "add", "path": "/metadata/annotations", "value": {"volcano.sh/controller-out-of-sync": "true"}}
                 ]
                 try:
-                    self.core.patch_namespaced_pod(cmd.name, ns, patch)
+                    self.core.patch_namespaced_pod(cmd.name, ns, patch, _content_type="application/json-patch+json")
                 except ApiException as err:
                     if _status(err) == 404:
                         return "done"
@@ -194,7 +194,7 @@ class Actuator:
             ]
             try:
                 self.custom.patch_namespaced_custom_object_status(
-                    JOB_GROUP, JOB_VERSION, ns, JOB_PLURAL, name, patch
+                    JOB_GROUP, JOB_VERSION, ns, JOB_PLURAL, name, patch, _content_type="application/json-patch+json"
                 )
                 return "applied"
             except ApiException as err:
