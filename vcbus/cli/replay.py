@@ -30,6 +30,7 @@ Examples:
   vcbus replay watch.log --until 42                        # the state after record 42
   vcbus replay watch.log --compare                         # where Volcano decided otherwise
   vcbus replay watch.log --json | jq '.jobs[].status.state.phase'
+  vcbus replay --nats --job default/resnet-dist-train        # the bus's log (same output as its export)
 
 Exit codes: 0 ok; 1 with --compare when a divergence was found; 2 bad input.
 """
@@ -51,7 +52,16 @@ def _job_option(value: str | None) -> str | None:
 
 
 @click.command(help=HELP)
-@click.argument("file", metavar="FILE")
+@click.argument("file", metavar="FILE", required=False)
+@click.option(
+    "--nats",
+    "nats",
+    metavar="URL",
+    is_flag=False,
+    flag_value="",
+    default=None,
+    help="Replay the bus's log (stream VCBUS_K8S) instead of FILE; --nats alone: VCBUS_NATS_URL or the embedded server.",
+)
 @click.option("--job", "job", metavar="NS/NAME", help="Only this job (NAME alone means namespace default).")
 @click.option("--until", "until", metavar="SEQ|TIME", help="Stop after record SEQ, or at an RFC 3339 TIME.")
 @click.option("--explain", is_flag=True, help="For each action, which policy matched and why the others did not.")
@@ -62,7 +72,8 @@ def _job_option(value: str | None) -> str | None:
     "--all-actions", is_flag=True, help="Show the default SyncJob resolutions in the timeline too."
 )
 def replay(
-    file: str,
+    file: str | None,
+    nats: str | None,
     job: str | None,
     until: str | None,
     explain: bool,
@@ -73,7 +84,16 @@ def replay(
 ) -> int:
     job_key = _job_option(job)
     stop = Until(until)
-    stream, source = open_input(file)
+    if nats is not None:
+        if file is not None:
+            raise UserError("give FILE or --nats, not both")
+        from vcbus.bus.logs import open_bus_log
+
+        stream, source = open_bus_log(nats or None)
+    elif file is None:
+        raise UserError("missing FILE (a watch log, - for stdin), or --nats to replay the bus's log")
+    else:
+        stream, source = open_input(file)
 
     def problem(msg: str) -> None:
         click.echo(f"warning: skipped {msg}", err=True)

@@ -1,0 +1,171 @@
+"""The bus's addressing and message contract, without a server: subjects, ids, headers, schemas."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import msgspec
+import pytest
+
+from statemachines import outputs as o
+from statemachines.records import decode
+from statemachines.status import JobState, JobStatus
+from vcbus.bus import schemas
+from vcbus.bus import subjects as s
+from vcbus.bus.cloudevents import from_message, headers
+from vcbus.bus.logs import Since, belongs
+from vcbus.bus.publisher import compact_body, prepare
+from vcbus.bus.server import server_config
+from vcbus.errors import UserError
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def test_schemas_in_docs_are_generated_from_the_current_types():
+    assert schemas.stale() == [], "run: .venv/bin/python -m vcbus.bus.schemas"
+
+
+def test_every_event_and_command_has_a_schema_naming_its_cloudevents_type():
+    index = json.loads((ROOT / "docs" / "schemas" / "index.json").read_text())
+    assert {e["class"] for e in index} == {c.__name__ for c in (*o.DOMAIN_EVENTS, *o.COMMANDS)}
+    phase = next(e for e in index if e["class"] == "PhaseChanged")
+    assert phase["type"] == "sh.volcano.job.phase.changed.v1"
+    assert phase["subject"] == "vcbus.job.<namespace>.<name>.phase.changed.v1"
+    schema = json.loads((ROOT / "docs" / "schemas" / phase["schema"]).read_text())
+    props = schema["$defs"]["PhaseChanged"]["properties"]
+    assert props["type"] == {"enum": ["job.phase.changed.v1"]}
+    assert {"from", "to", "retryCount"} <= set(props)
+
+
+@pytest.mark.parametrize(
+    "name, tok",
+    [("resnet", "resnet"), ("a.b", "a%2Eb"), ("x*y>z", "x%2Ay%3Ez"), ("50%", "50%25"), ("sp ace", "sp%20ace")],
+)
+def test_a_name_is_always_one_subject_token(name, tok):
+    assert s.token(name) == tok
+    assert s.untoken(tok) == name
+
+
+def test_subjects_follow_the_documented_layout():
+    assert s.k8s_subject("Pod", "default", "train-0.worker") == "vcbus.k8s.pod.default.train-0%2Eworker"
+    assert s.k8s_subject("Queue", "", "default") == "vcbus.k8s.queue._.default"
+    assert s.timer_subject("ns/job") == "vcbus.k8s.timer.ns.job"
+    assert s.event_subject("ns/job", "job.phase.changed.v1") == "vcbus.job.ns.job.phase.changed.v1"
+    assert s.command_subject("ns/a.b") == "vcbus.cmd.ns.a%2Eb"
+    assert s.job_of_subject("vcbus.job.ns.a%2Eb.phase.changed.v1") == "ns/a.b"
+    assert s.kv_key("ns/a.b") == "ns.a.b" and s.job_of_key("ns.a.b") == "ns/a.b"
+
+
+def test_event_filters_accept_tags_cloudevent_types_and_prefixes():
+    assert s.event_filter() == ["vcbus.job.*.*.>"]
+    assert s.event_filter(namespace="ns") == ["vcbus.job.ns.*.>"]
+    assert s.event_filter(namespace="ns", name="j", types=("phase.changed",)) == ["vcbus.job.ns.j.phase.changed.>"]
+    assert s.event_filter(types=("sh.volcano.job.phase.changed.v1", "job.timer.fired.v1", "timer")) == [
+        "vcbus.job.*.*.phase.changed.v1",
+        "vcbus.job.*.*.timer.fired.v1",
+        "vcbus.job.*.*.timer.>",
+    ]
+    with pytest.raises(ValueError):
+        s.event_filter(types=("phase.*",))
+
+
+def test_cloudevents_headers_are_binary_mode_with_a_position_derived_id():
+    out = o.PhaseChanged(job="ns/j", seq=42, time="2026-11-30T08:00:00Z", from_phase="Pending", to_phase="Running")
+    h = headers(out, ce_id="42:3", source="/vcbus")
+    assert h == {
+        "Nats-Msg-Id": "42:3",
+        "ce-specversion": "1.0",
+        "ce-id": "42:3",
+        "ce-source": "/vcbus",
+        "ce-type": "sh.volcano.job.phase.changed.v1",
+        "ce-subject": "ns/j",
+        "ce-causationid": "42",
+        "content-type": "application/json",
+        "ce-time": "2026-11-30T08:00:00Z",
+    }
+    ev = from_message(o.encoder.encode(out), h, 7)
+    assert ev.data == out and ev.stream_seq == 7 and ev.causation == 42
+    structured = ev.structured()
+    assert structured["data"]["from"] == "Pending" and structured["type"] == "sh.volcano.job.phase.changed.v1"
+
+
+def test_commands_carry_their_causation_and_decode_typed():
+    cmd = o.UpdateJobStatus(job="ns/j", seq=9, status=JobStatus(state=JobState(phase="Running")))
+    ev = from_message(o.encoder.encode(cmd), headers(cmd, ce_id="9:0", source="/x"), 3)
+    assert isinstance(ev.data, o.UpdateJobStatus) and ev.causation == 9 and ev.type == "sh.volcano.cmd.job.status.v1"
+
+
+POD = {
+    "type": "MODIFIED",
+    "object": {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "j-worker-0",
+            "namespace": "ns",
+            "uid": "u-1",
+            "resourceVersion": "77",
+            "labels": {"volcano.sh/job-name": "j"},
+            "managedFields": [{"manager": "kubelet", "fieldsV1": {"f:status": {}}}],
+        },
+        "status": {"phase": "Running"},
+    },
+}
+
+
+def test_a_watch_record_is_published_compact_without_managed_fields_with_a_dedup_id():
+    pretty = json.dumps(POD, indent=4).encode()
+    msg = prepare(pretty, decode(pretty))
+    assert msg is not None
+    assert msg.subject == "vcbus.k8s.pod.ns.j-worker-0"
+    assert msg.headers["Nats-Msg-Id"] == "u-1:77:MODIFIED"
+    assert msg.headers["Vcbus-Job"] == "ns/j"
+    assert (msg.headers["Vcbus-Kind"], msg.headers["Vcbus-Resource-Version"], msg.headers["Vcbus-Type"]) == (
+        "Pod",
+        "77",
+        "MODIFIED",
+    )
+    body = json.loads(msg.body)
+    assert b"\n" not in msg.body and "managedFields" not in body["object"]["metadata"]
+    assert body["object"]["status"] == {"phase": "Running"}
+    # the same record again (e.g. a re-list) has the same id: JetStream stores it once
+    assert prepare(msg.body, decode(msg.body)).headers["Nats-Msg-Id"] == "u-1:77:MODIFIED"
+
+
+def test_records_the_controller_does_not_read_are_not_published():
+    for rec in (b'{"type":"BOOKMARK","object":{"kind":"Pod","metadata":{"resourceVersion":"5"}}}',
+                b'{"type":"ADDED","object":{"apiVersion":"v1","kind":"Node","metadata":{"name":"n"}}}'):
+        assert prepare(rec, decode(rec)) is None
+
+
+def test_a_compact_record_is_kept_byte_for_byte():
+    line = msgspec.json.encode({"type": "ADDED", "object": {"kind": "Queue", "metadata": {"name": "q"}}, "time": "x"})
+    assert compact_body(line + b"\n") == line
+
+
+def test_timer_records_go_to_the_timer_subject_with_the_timer_id():
+    rec = b'{"type":"TIMER","time":"2026-11-30T08:05:00Z","timer":{"job":"ns/j","id":"7.1","due":"2026-11-30T08:05:00Z"}}'
+    msg = prepare(rec, decode(rec))
+    assert msg is not None and msg.subject == "vcbus.k8s.timer.ns.j"
+    assert msg.headers["Nats-Msg-Id"] == "timer:7.1" and msg.headers["Vcbus-Job"] == "ns/j"
+
+
+def test_a_job_export_keeps_its_own_records_and_cluster_scoped_ones():
+    assert belongs({"Vcbus-Job": "ns/j", "Vcbus-Namespace": "ns"}, "ns/j")
+    assert not belongs({"Vcbus-Job": "ns/k", "Vcbus-Namespace": "ns"}, "ns/j")
+    assert belongs({"Vcbus-Kind": "Queue", "Vcbus-Namespace": ""}, "ns/j")
+
+
+def test_since_accepts_a_sequence_a_time_or_a_duration_ago():
+    assert Since("42").seq == 42 and Since("42").time is None
+    assert Since("2026-11-30T08:00:00Z").time is not None
+    assert Since("10m").time is not None
+    with pytest.raises(UserError, match="expected a stream sequence"):
+        Since("yesterday")
+
+
+def test_the_embedded_server_fsyncs_every_write_by_default():
+    conf = server_config(data_dir=pathlib.Path("/tmp/x"), port=0, sync_interval="always", max_payload=1 << 23)
+    assert "sync_interval: always" in conf and "listen: 127.0.0.1:-1" in conf
+    assert 'store_dir: "/tmp/x"' in conf

@@ -1,0 +1,85 @@
+"""`vcbus publish FILE`: a recorded kubectl watch log into VCBUS_K8S (debug a production log locally)."""
+
+from __future__ import annotations
+
+import asyncio
+import pathlib
+import sys
+from typing import BinaryIO
+
+import click
+
+from vcbus.bus import subjects as s
+from vcbus.bus.connecting import open_bus
+from vcbus.bus.publisher import LogCheck, Publisher, check_log, publish_records, spooled_input
+from vcbus.bus.streams import last_seq
+from vcbus.errors import UserError
+from vcbus.settings import BusSettings, bus_options, from_flags
+from vcbus.watchlog import open_input
+
+HELP = """Publish a recorded watch log into the bus (stream VCBUS_K8S), for the decider to decide.
+
+\b
+FILE is what
+  kubectl get vcjob,pods,podgroups,queues,commands -A --watch --output-watch-events -o json
+prints (pretty-printed or JSON lines), or a `vcbus log export`; - reads stdin.
+
+\b
+The whole file is checked first: a bad record stops with the same message as
+`vcbus replay` (file, line, record, byte offset; exit 2) and nothing is published.
+Records are stored once: a record already in the stream (same uid,
+resourceVersion and watch type) is not stored again, so publishing a file
+twice is harmless. Bookmarks and kinds vcbus does not read are skipped.
+
+\b
+Examples:
+  vcbus publish examples/resnet-dist-train.json
+  vcbus publish watch.log --nats nats://127.0.0.1:4222
+  kubectl get vcjob,pods,podgroups,queues,commands -A -w --output-watch-events -o json | vcbus publish -
+"""
+
+
+def register(group: click.Group) -> None:
+    group.add_command(publish)
+
+
+@click.command(help=HELP)
+@click.argument("file", metavar="FILE")
+@bus_options
+def publish(file: str, nats_url: str | None, data_dir: pathlib.Path | None) -> None:
+    settings = from_flags(nats_url, data_dir)
+    stream, source = open_input(file)
+    try:
+        data = spooled_input(stream)
+        checked = check_log(data, source)
+        data.seek(0)
+        pub = asyncio.run(_publish(settings, data, source, require_empty=False))
+    finally:
+        if stream is not sys.stdin.buffer:
+            stream.close()
+    report(pub, checked, source)
+
+
+async def _publish(settings: BusSettings, data: BinaryIO, source: str, *, require_empty: bool) -> Publisher:
+    async with open_bus(settings, name="vcbus-publish") as bus:
+        if require_empty:
+            n = await last_seq(bus.js, s.K8S_STREAM)
+            if n:
+                raise UserError(
+                    f"{s.K8S_STREAM} already holds records (up to seq {n}); an import into a non-empty stream "
+                    "changes their sequence numbers. Use --append to add them anyway, or `vcbus publish`."
+                )
+        return await publish_records(bus.js, data, source, timeout=settings.publish_timeout)
+
+
+def report(pub: Publisher, checked: LogCheck, source: str) -> None:
+    parts = [f"published {pub.published} records from {source} to {s.K8S_STREAM}"]
+    if pub.published:
+        parts.append(f"(seq {pub.first_seq}..{pub.last_seq})")
+    text = " ".join(parts)
+    extra = []
+    if pub.duplicates:
+        extra.append(f"{pub.duplicates} already there")
+    if checked.ignored:
+        extra.append(f"{checked.ignored} skipped (bookmarks, other kinds)")
+    click.echo(text + (f"; {', '.join(extra)}" if extra else ""), err=True)
