@@ -106,7 +106,14 @@ async def wipe(url: str) -> None:
     nc = await connect(url)
     try:
         js = nc.jetstream()
-        for name in (s.K8S_STREAM, s.JOBS_STREAM, s.CMDS_STREAM, f"KV_{s.STATUS_BUCKET}", f"KV_{s.HISTORY_BUCKET}"):
+        for name in (
+            s.K8S_STREAM,
+            s.JOBS_STREAM,
+            s.CMDS_STREAM,
+            f"KV_{s.STATUS_BUCKET}",
+            f"KV_{s.HISTORY_BUCKET}",
+            "KV_vcbus_bridge",
+        ):
             with contextlib.suppress(NotFoundError):
                 await js.delete_stream(name)
     finally:

@@ -26,6 +26,7 @@ COMMAND_MODULES = [
     "vcbus.cli.events",
     "vcbus.cli.log",
     "vcbus.cli.projections",
+    "vcbus.cli.divergences",
 ]
 
 

@@ -18,8 +18,9 @@ from vcbus.errors import UserError
 from vcbus.settings import BusSettings, bus_options, from_flags
 
 SERVICES = ("decider", "projector")
+CLUSTER_SERVICES = ("bridge", "actuator")
 
-HELP = """Run the bus: the decider and the projector (and the cluster side once it exists).
+HELP = """Run vcbus: the decider and the projector, and with a cluster the bridge and the actuator.
 
 \b
 Without --nats, vcbus starts its own nats-server (JetStream, fsync on every
@@ -27,8 +28,18 @@ write) over --data-dir and stops it on exit; other vcbus commands on this
 machine then use that server. With --nats URL it uses yours.
 
 \b
+  bridge     Kubernetes watch (vcjobs, pods, podgroups, queues, commands) -> VCBUS_K8S
   decider    VCBUS_K8S -> state machines -> VCBUS_JOBS (events) + VCBUS_CMDS (commands)
   projector  VCBUS_JOBS -> KV vcbus_status, vcbus_history
+  actuator   VCBUS_CMDS -> Kubernetes (pods, PodGroups, vcjob status, events, plugin objects)
+
+\b
+The cluster side runs with --kubeconfig PATH, or --cluster (the in-cluster
+service account inside a pod, else $KUBECONFIG / ~/.kube/config). vcbus then
+is the vcjob controller: Volcano's job controller must not run beside it.
+With --observe-only there is no actuator: vcbus runs beside a real Volcano,
+decides what it would have done and records every divergence between its
+phase and the one Volcano wrote (`vcbus divergences`).
 
 \b
 Examples:
@@ -36,6 +47,8 @@ Examples:
   vcbus up                                   # embedded server; Ctrl-C to stop
   vcbus up --nats nats://nats.example:4222 --service decider
   vcbus up --sync-interval 2m                # NATS' default durability (faster, see docs/operations.md)
+  vcbus up --kubeconfig ~/.kube/config       # the whole controller on a cluster
+  vcbus up --cluster --observe-only          # beside Volcano: record, decide, compare
 
 Stops cleanly on Ctrl-C / SIGTERM (the record being decided is finished first).
 """
@@ -76,6 +89,11 @@ def duration(text: str, option: str) -> float:
     help="Run only this service (repeatable). Default: all.",
 )
 @click.option("--once", is_flag=True, help="Decide and project what is in the streams, then exit.")
+@click.option("--kubeconfig", metavar="PATH", help="Run the cluster side against this cluster.")
+@click.option("--context", metavar="NAME", help="The kubeconfig context to use (default: its current one).")
+@click.option("--cluster", is_flag=True, help="Run the cluster side: in-cluster config, else the current context.")
+@click.option("--observe-only", is_flag=True, help="Cluster side without the actuator: record and compare only.")
+@click.option("--namespace", "watch_namespace", metavar="NS", help="Watch only this namespace (default: all).")
 @click.option("--port", type=int, default=0, show_default=True, help="Embedded server's port (0: a free one).")
 @click.option(
     "--sync-interval",
@@ -96,6 +114,11 @@ def up(
     data_dir: pathlib.Path | None,
     services: tuple[str, ...],
     once: bool,
+    kubeconfig: str | None,
+    context: str | None,
+    cluster: bool,
+    observe_only: bool,
+    watch_namespace: str | None,
     port: int,
     sync_interval: str,
     duplicate_window: str,
@@ -112,10 +135,36 @@ def up(
         sync_interval=sync_interval,
         duplicate_window=duration(duplicate_window, "--duplicate-window"),
     )
-    asyncio.run(_up(settings, services or SERVICES, once=once))
+    api_client = None
+    if kubeconfig or cluster or context:
+        from vcbus.k8s.cluster import api_client_for
+
+        if once:
+            raise UserError("--once decides what is in the streams; it cannot be combined with a cluster")
+        api_client = api_client_for(kubeconfig, context=context)
+    elif observe_only:
+        raise UserError("--observe-only needs a cluster: add --kubeconfig PATH or --cluster")
+    asyncio.run(
+        _up(
+            settings,
+            services or SERVICES,
+            once=once,
+            api_client=api_client,
+            observe_only=observe_only,
+            namespace=watch_namespace,
+        )
+    )
 
 
-async def _up(settings: BusSettings, services: tuple[str, ...], *, once: bool) -> None:
+async def _up(
+    settings: BusSettings,
+    services: tuple[str, ...],
+    *,
+    once: bool,
+    api_client=None,
+    observe_only: bool = False,
+    namespace: str | None = None,
+) -> None:
     log = logging.getLogger("vcbus")
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -123,16 +172,33 @@ async def _up(settings: BusSettings, services: tuple[str, ...], *, once: bool) -
         loop.add_signal_handler(sig, stop.set)
     try:
         async with open_bus(settings, own_server=not once, name="vcbus-up") as bus:
-            log.info("vcbus up: %s; running %s", bus.describe(), ", ".join(services))
-            await run_services(bus, services, stop=stop, once=once)
+            cluster = None
+            if api_client is not None:
+                from vcbus.k8s.cluster import ClusterSide
+
+                cluster = ClusterSide(bus, api_client, observe_only=observe_only, namespace=namespace)
+                names = services + (("bridge",) if observe_only else CLUSTER_SERVICES)
+            else:
+                names = services
+            log.info("vcbus up: %s; running %s", bus.describe(), ", ".join(names))
+            await run_services(bus, services, stop=stop, once=once, cluster=cluster)
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
 
 
-async def run_services(bus: Bus, services: tuple[str, ...], *, stop: asyncio.Event, once: bool) -> None:
+async def run_services(
+    bus: Bus, services: tuple[str, ...], *, stop: asyncio.Event, once: bool, cluster=None
+) -> None:
     log = logging.getLogger("vcbus")
-    decider = Decider(bus) if "decider" in services else None
+    engine = None
+    if cluster is not None and cluster.actuator is not None:
+        from statemachines.engine import Engine
+        from statemachines.rendering import Renderer
+
+        renderer = Renderer()  # the actuator needs full pod and PodGroup manifests
+        engine = Engine(render_pod=renderer.pod, render_podgroup=renderer.podgroup)
+    decider = Decider(bus, engine=engine) if "decider" in services else None
     projector = Projector(bus) if "projector" in services else None
     if once:
         if decider is not None:
@@ -145,6 +211,8 @@ async def run_services(bus: Bus, services: tuple[str, ...], *, stop: asyncio.Eve
             tasks.append(asyncio.create_task(decider.run(stop=stop), name="decider"))
         if projector is not None:
             tasks.append(asyncio.create_task(projector.run(stop=stop), name="projector"))
+        if cluster is not None:
+            tasks.extend(cluster.tasks(stop))
         await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
         stop.set()
         results = await asyncio.gather(*tasks, return_exceptions=True)
