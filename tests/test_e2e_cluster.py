@@ -103,6 +103,7 @@ def run_seed_job(k8s, nats_url: str, namespace: str, tmp_path: pathlib.Path, *, 
     print(f"kill timing seed: {seed} (VCBUS_E2E_SEED={seed} repeats it)")
     rng = random.Random(seed)
     seen: dict[tuple[str, str], set[str]] = {}  # (pod name, job version) -> uids ever observed
+    files_seen: list[dict] = []
     stage = "start"
     try:
         job = yaml.safe_load(SEED.read_text())
@@ -127,7 +128,10 @@ def run_seed_job(k8s, nats_url: str, namespace: str, tmp_path: pathlib.Path, *, 
             live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
             running = {p["metadata"]["name"]: p for p in live if p["status"].get("phase") == "Running"}
             status = custom.get_namespaced_custom_object(G, V, namespace, "jobs", NAME).get("status") or {}
-            if stage == "start" and len(running) == 3:
+            if stage == "start" and len(running) == 3 and status.get("running") == 3:
+                # the status files a worker reads (`cat /status/running`) follow the status
+                files = client.CoreV1Api(api).read_namespaced_config_map(f"{NAME}-status-mounter", namespace).data
+                files_seen.append(dict(files))
                 if "running" in kill_at and vc.kills == 0:
                     vc.kill()
                 sim.fail(f"{NAME}-worker-1", 1, namespace=namespace)
@@ -146,7 +150,7 @@ def run_seed_job(k8s, nats_url: str, namespace: str, tmp_path: pathlib.Path, *, 
                 vc.kill()
             time.sleep(0.2)
         time.sleep(1.0)  # let the last writes settle
-        return custom.get_namespaced_custom_object(G, V, namespace, "jobs", NAME), seen, vc
+        return custom.get_namespaced_custom_object(G, V, namespace, "jobs", NAME), seen, vc, files_seen
     finally:
         vc.stop()
 
@@ -195,8 +199,15 @@ def replayed_status(nats_url: str, tmp_path: pathlib.Path, namespace: str) -> di
 def test_seed_job_runs_restarts_and_completes_on_a_real_cluster(k8s, nats_server, bus_settings, webhook, tmp_path):
     namespace = webhook["namespace"]
     pods_before = []
-    job, seen, _ = run_seed_job(k8s, nats_server.url, namespace, tmp_path)
+    job, seen, _, files = run_seed_job(k8s, nats_server.url, namespace, tmp_path)
     check_completed_job(k8s, namespace, job, seen)
+    assert files and files[0]["running"] == "3" and files[0]["retryCount"] == "0"
+    core = client.CoreV1Api(k8s.api_client())
+    final_files = core.read_namespaced_config_map(f"{NAME}-status-mounter", namespace).data
+    assert final_files["retryCount"] == "1" and json.loads(final_files["jsonStatus"])["state"]["phase"] == "Completed"
+    events = [(e.reason, e.message) for e in core.list_namespaced_event(namespace).items if e.involved_object.name == NAME]
+    assert ("ExecuteAction", "Start to execute action RestartJob ") in events
+    assert ("ExecuteAction", "Start to execute action CompleteJob ") in events
     sim = PodSimulator(k8s.api_client())
     pods_before = sim.list_pods(namespace, label_selector=f"volcano.sh/job-name={NAME}")
     check_labels_and_annotations(pods_before, job)
@@ -209,7 +220,7 @@ def test_seed_job_runs_restarts_and_completes_on_a_real_cluster(k8s, nats_server
 @pytest.mark.parametrize("kill_at", [{"running"}, {"failed"}, {"restarted"}], ids=lambda k: "kill-when-" + "-".join(k))
 def test_sigkill_of_vcbus_at_any_point_gives_the_same_outcome(k8s, nats_server, bus_settings, webhook, tmp_path, kill_at):
     namespace = webhook["namespace"]
-    job, seen, vc = run_seed_job(k8s, nats_server.url, namespace, tmp_path, kill_at=kill_at)
+    job, seen, vc, _ = run_seed_job(k8s, nats_server.url, namespace, tmp_path, kill_at=kill_at)
     assert vc.kills >= 1
     check_completed_job(k8s, namespace, job, seen)
     assert replayed_status(nats_server.url, tmp_path, namespace) == job["status"]

@@ -12,6 +12,9 @@ after a crash between apply and ack:
   an older status version never overwrites a newer one;
 - conflicts are retried.
 
+A status write also refreshes the status-mounter ConfigMap of the job (the
+files a pod reads under its mountPoint stay live).
+
 Kubernetes Events get a name derived from the command's causation (job, seq,
 index), so a redelivered RecordEvent creates nothing new. Plugin hooks ask the
 pure plugin code (statemachines.plugins) for the objects to create or delete.
@@ -196,6 +199,7 @@ class Actuator:
                 self.custom.patch_namespaced_custom_object_status(
                     JOB_GROUP, JOB_VERSION, ns, JOB_PLURAL, name, patch, _content_type="application/json-patch+json"
                 )
+                self._status_files(job, status)
                 return "applied"
             except ApiException as err:
                 if _status(err) == 404:
@@ -204,6 +208,12 @@ class Actuator:
                     continue
                 raise
         raise RuntimeError(f"status of {ns}/{name}: conflicts did not stop after 5 tries")
+
+    def _status_files(self, job: dict, status: dict) -> None:
+        """status-mounter: the ConfigMap behind /<mountPoint>/<value> follows every status write."""
+        manifest = plugin_hooks.status_mounter_configmap(job, status)
+        if manifest is not None:
+            self._apply_object(manifest, plugin_hooks.CREATE_OR_UPDATE_DATA)
 
     def _DeleteBusCommand(self, ns: str, name: str, cmd: o.DeleteBusCommand, index: int) -> str:
         try:
