@@ -34,7 +34,7 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow"
 
 run: $(STAMP)
-	$(BIN)/vcbus replay examples/resnet-dist-train.json
+	$(BIN)/vcbus demo
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/replay.py --quick

@@ -27,6 +27,7 @@ COMMAND_MODULES = [
     "vcbus.cli.log",
     "vcbus.cli.projections",
     "vcbus.cli.divergences",
+    "vcbus.cli.demo",
 ]
 
 
