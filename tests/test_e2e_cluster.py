@@ -94,8 +94,8 @@ def run_seed_job(k8s, nats_url: str, namespace: str, tmp_path: pathlib.Path, *, 
     api = k8s.api_client()
     custom = client.CustomObjectsApi(api)
     sim = PodSimulator(api)
-    if not any(n["metadata"]["name"] == "node-1" for n in sim._req("GET", "/api/v1/nodes").get("items", [])):
-        sim.create_node("node-1", cpu="64", memory="256Gi")
+    node = f"podsim-e2e-{namespace[-6:]}"
+    sim.create_node(node, cpu="64", memory="256Gi")
     ensure_default_queue(api)
     vc = Vcbus(nats_url, k8s.kubeconfig, namespace, tmp_path / "vcbus-up.log")
     vc.start()
@@ -153,6 +153,7 @@ def run_seed_job(k8s, nats_url: str, namespace: str, tmp_path: pathlib.Path, *, 
         return custom.get_namespaced_custom_object(G, V, namespace, "jobs", NAME), seen, vc, files_seen
     finally:
         vc.stop()
+        sim.delete_node(node)  # other tests schedule onto whatever nodes exist
 
 
 def check_completed_job(k8s, namespace: str, job: dict, seen: dict) -> None:

@@ -11,7 +11,8 @@ Resume: after the publishes of a batch are acknowledged, the watcher's
 position (resourceVersion, and the objects it knows, trimmed to apiVersion,
 kind and metadata — enough to publish a DELETED for an object that vanished
 while the bridge was away) is stored in the KV bucket `vcbus_bridge`, one key
-per resource. A restarted bridge resumes from there: it repeats nothing it had
+per resource (`<resource>.<namespace>` for a namespaced resource watched in
+one namespace). A restarted bridge resumes from there: it repeats nothing it had
 stored (and JetStream drops what it had published but not yet stored).
 Nodes are not watched: no decision of the job controller reads them.
 """
@@ -29,7 +30,7 @@ from nats.js.errors import KeyNotFoundError
 
 from statemachines.records import decode
 from vcbus.bus.publisher import Publisher, prepare
-from vcbus.k8s.watching import ResourceWatcher
+from vcbus.k8s.watching import ResourceWatcher, resource_kind
 
 log = logging.getLogger("vcbus.bridge")
 
@@ -41,6 +42,17 @@ _dec = msgspec.json.Decoder()
 
 def observed_now() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def position_key(resource: str, namespace: str | None) -> str:
+    """The KV key of a watcher's position: per resource, and per namespace when the watch is.
+
+    (A bridge for another namespace must not resume this one's watch: it would
+    never list the objects of its own namespace that predate that position.)
+    """
+    if namespace and resource_kind(resource).namespaced:
+        return f"{resource}.{namespace}"
+    return resource
 
 
 def trim(obj: dict) -> dict:
@@ -68,6 +80,7 @@ class Bridge:
         self.batch = batch
         self.idle_flush = idle_flush
         self.published = 0
+        self.failures = 0
         self.watchers: dict[str, ResourceWatcher] = {}
 
     async def _kv(self):
@@ -91,9 +104,29 @@ class Bridge:
                     await t
 
     async def _run_one(self, kv: Any, resource: str, stop: asyncio.Event) -> None:
+        """Bridge one resource; on a failure (NATS, KV, a bad record) start again from the stored position."""
+        delay = 0.5
+        while not stop.is_set():
+            try:
+                await self._bridge(kv, resource, stop)
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as err:  # keep bridging: the stored position makes a restart lossless
+                self.failures += 1
+                log.warning("bridge: %s failed (%s); resuming from the stored position in %.1fs", resource, err, delay)
+                old = self.watchers.pop(resource, None)
+                if old is not None:
+                    await asyncio.to_thread(old.stop, 2.0)
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(stop.wait(), delay)
+                delay = min(delay * 2, 10.0)
+
+    async def _bridge(self, kv: Any, resource: str, stop: asyncio.Event) -> None:
         snapshot = None
+        key = position_key(resource, self.namespace)
         with contextlib.suppress(KeyNotFoundError):
-            entry = await kv.get(resource)
+            entry = await kv.get(key)
             snapshot = _dec.decode(entry.value) if entry.value else None
         if snapshot:
             watcher = ResourceWatcher.from_snapshot(self.api, resource, snapshot, namespace=self.namespace)
@@ -103,6 +136,7 @@ class Bridge:
         watcher.start()
         publisher = Publisher(self.js)
         pending = 0
+        saved = watcher.resource_version
         loop = asyncio.get_running_loop()
         while not stop.is_set():
             try:
@@ -122,6 +156,13 @@ class Bridge:
                 await publisher.flush()
                 self.published += pending
                 pending = 0
-                snap = watcher.snapshot()
-                snap["known"] = {uid: trim(obj) for uid, obj in snap["known"].items()}
-                await kv.put(resource, _enc.encode(snap))
+                saved = await self._save(kv, key, watcher)
+            elif event is None and watcher.resource_version != saved:
+                saved = await self._save(kv, key, watcher)  # bookmarks moved the position: keep it
+
+    @staticmethod
+    async def _save(kv: Any, key: str, watcher: ResourceWatcher) -> str | None:
+        snap = watcher.snapshot()
+        snap["known"] = {uid: trim(obj) for uid, obj in snap["known"].items()}
+        await kv.put(key, _enc.encode(snap))
+        return snap["resourceVersion"]
