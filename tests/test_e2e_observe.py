@@ -54,5 +54,20 @@ def test_observe_only_records_divergences_and_touches_nothing(k8s, k8s_namespace
         status = custom.get_namespaced_custom_object(G, V, k8s_namespace, "jobs", NAME)["status"]
         assert status["state"]["phase"] == "Running"  # what "Volcano" wrote stays
         assert vc.alive()
+        # and stored no command for anyone to carry out later
+        import asyncio
+
+        from vcbus.bus import subjects as s
+        from vcbus.bus.connecting import connect
+
+        async def cmds_count() -> int:
+            nc = await connect(nats_server.url)
+            try:
+                info = await nc.jetstream().stream_info(s.CMDS_STREAM)
+                return info.state.messages
+            finally:
+                await nc.close()
+
+        assert asyncio.run(cmds_count()) == 0
     finally:
         vc.stop()

@@ -80,6 +80,7 @@ class Decider:
         bus: Bus,
         *,
         engine: Engine | None = None,
+        publish_commands: bool = True,
         clock: Callable[[], str] = wall_clock,
         batch: int = 64,
         idle: float = 0.25,
@@ -87,6 +88,9 @@ class Decider:
         self.bus = bus
         self.js = bus.js
         self.engine = engine or Engine()
+        # Observe-only: nothing acts on the commands, so none is stored (a later full-mode
+        # actuator must never carry out what was decided while only watching).
+        self.publish_commands = publish_commands
         self.clock = clock
         self.batch = batch
         self.idle = idle
@@ -258,7 +262,8 @@ class Decider:
         for i, out in enumerate(outs):
             headers = ce_headers(out, ce_id=output_id(seq, i), source=source)
             if o.is_command(out):
-                commands.append(Prepared(s.command_subject(out.job), o.encoder.encode(out), headers))
+                if self.publish_commands:
+                    commands.append(Prepared(s.command_subject(out.job), o.encoder.encode(out), headers))
             else:
                 events.append(Prepared(s.event_subject(out.job, o.tag_of(type(out))), o.encoder.encode(out), headers))
         # Commands first, sent before the events are even prepared for sending: the cluster side

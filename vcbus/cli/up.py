@@ -198,7 +198,8 @@ async def run_services(
 
         renderer = Renderer()  # the actuator needs full pod and PodGroup manifests
         engine = Engine(render_pod=renderer.pod, render_podgroup=renderer.podgroup)
-    decider = Decider(bus, engine=engine) if "decider" in services else None
+    observing = cluster is not None and cluster.actuator is None
+    decider = Decider(bus, engine=engine, publish_commands=not observing) if "decider" in services else None
     projector = Projector(bus) if "projector" in services else None
     if once:
         if decider is not None:

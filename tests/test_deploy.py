@@ -1,0 +1,582 @@
+"""deploy/vcbus/: the manifests parse, and the controller's role is exactly what its code needs.
+
+On a real API server (RBAC on), as the service account `vcbus-system:vcbus` (impersonated):
+the watch bridge lists and watches every resource it watches, and the actuator applies every
+command type - nothing is refused; what the controller never does is refused. The observe-only
+role lets the bridge watch and nothing else. A second API server on the same etcd, with the
+OwnerReferencesPermissionEnforcement admission plugin, shows why `jobs/finalizers` is in the
+role. The Deployment and the NATS StatefulSet pass the API's schema (dry run, strict fields)
+and the `restricted` Pod Security profile.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import pathlib
+import shutil
+import subprocess
+import time
+import tomllib
+import urllib.error
+import urllib.request
+import uuid
+
+import msgspec
+import pytest
+import yaml
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from statemachines import outputs as o
+from statemachines.admission.mutate import mutate_job
+from statemachines.rendering import Renderer
+from statemachines.status import initial_status
+from tests import k8s_env
+from vcbus.k8s import bridge
+from vcbus.k8s.actuator import (
+    CMD_GROUP,
+    CMD_PLURAL,
+    CMD_VERSION,
+    JOB_GROUP,
+    JOB_PLURAL,
+    JOB_VERSION,
+    PG_GROUP,
+    PG_PLURAL,
+    PG_VERSION,
+    Actuator,
+)
+from vcbus.k8s.watching import RESOURCES, ResourceWatcher
+
+pytestmark = pytest.mark.k8s
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+DEPLOY = REPO / "deploy" / "vcbus"
+SEED = REPO / "examples" / "resnet-dist-train.yaml"
+NS = "vcbus-system"
+SA_USER = f"system:serviceaccount:{NS}:vcbus"
+KUSTOMIZATION = "kustomization.yaml"
+RBAC_KINDS = ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding")
+
+
+# --------------------------------------------------------------------------- the manifests
+
+
+def _docs(path: pathlib.Path) -> list[dict]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+
+
+def render(overlay: str = "") -> list[dict]:
+    """What `kubectl kustomize deploy/vcbus[/overlay]` makes, for the patch kinds these overlays use:
+    resources (files and directories), JSON 6902 patches with a target, and whole-list patches of a
+    ClusterRole's rules (a strategic merge patch replaces `rules`: it has no merge key)."""
+
+    def build(d: pathlib.Path) -> list[dict]:
+        k = yaml.safe_load((d / KUSTOMIZATION).read_text())
+        objs: list[dict] = []
+        for res in k.get("resources") or []:
+            p = (d / res).resolve()
+            objs.extend(build(p) if p.is_dir() else _docs(p))
+        for patch in k.get("patches") or []:
+            if "path" in patch:
+                for body in _docs(d / patch["path"]):
+                    assert body["kind"] == "ClusterRole", "only ClusterRole rules patches are rendered here"
+                    obj(objs, body["kind"], body["metadata"]["name"])["rules"] = body["rules"]
+                continue
+            t = patch["target"]
+            target = obj(objs, t["kind"], t["name"])
+            for op in yaml.safe_load(patch["patch"]):
+                assert op["op"] == "add" and op["path"].endswith("/-"), "only list appends are rendered here"
+                node = target
+                for part in op["path"].strip("/").split("/")[:-1]:
+                    node = node[int(part)] if isinstance(node, list) else node[part]
+                node.append(op["value"])
+        return objs
+
+    return copy.deepcopy(build(DEPLOY / overlay if overlay else DEPLOY))
+
+
+def obj(objs: list[dict], kind: str, name: str) -> dict:
+    return next(x for x in objs if x["kind"] == kind and x["metadata"]["name"] == name)
+
+
+def test_every_manifest_parses_and_every_kustomization_lists_files_that_exist():
+    listed: set[pathlib.Path] = set()
+    kustomizations = sorted(DEPLOY.rglob(KUSTOMIZATION))
+    assert {p.parent.relative_to(DEPLOY).as_posix() for p in kustomizations} == {".", "base", "observe-only"}
+    for kfile in kustomizations:
+        k = yaml.safe_load(kfile.read_text())
+        assert k["kind"] == "Kustomization", kfile
+        for res in k.get("resources") or []:
+            p = (kfile.parent / res).resolve()
+            assert p.exists(), f"{kfile}: resource {res} does not exist"
+            assert p.is_file() or (p / KUSTOMIZATION).is_file(), f"{kfile}: {res} is neither a file nor a kustomization"
+            assert p.is_relative_to(DEPLOY), f"{kfile}: {res} is outside deploy/vcbus (kustomize refuses it)"
+            if p.is_file():
+                assert p.is_relative_to(kfile.parent), f"{kfile}: file {res} is not in or below its kustomization"
+                listed.add(p)
+        for patch in k.get("patches") or []:
+            if "path" in patch:
+                p = (kfile.parent / patch["path"]).resolve()
+                assert p.is_file() and p.is_relative_to(kfile.parent), f"{kfile}: patch {patch['path']}"
+                listed.add(p)
+            else:
+                assert yaml.safe_load(patch["patch"]), f"{kfile}: empty inline patch"
+    for path in sorted(DEPLOY.rglob("*.yaml")):
+        docs = _docs(path)
+        assert docs, f"{path} is empty"
+        if path.name == KUSTOMIZATION:
+            continue
+        assert path in listed, f"{path} is listed by no kustomization"
+        for d in docs:
+            assert d.get("apiVersion") and d.get("kind") and d["metadata"].get("name"), f"{path}: {d}"
+
+    full, observe = render(), render("observe-only")
+    assert [(x["kind"], x["metadata"]["name"]) for x in full] == [(x["kind"], x["metadata"]["name"]) for x in observe]
+    dep = obj(full, "Deployment", "vcbus")
+    assert dep["spec"]["replicas"] == 1 and dep["spec"]["strategy"] == {"type": "Recreate"}
+    container = dep["spec"]["template"]["spec"]["containers"][0]
+    assert container["args"] == ["up", "--cluster", "--nats", "nats://nats.vcbus-system:4222"]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert dep["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"] is True
+    observe_args = obj(observe, "Deployment", "vcbus")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert observe_args == [*container["args"], "--observe-only"]
+    nats_conf = obj(full, "ConfigMap", "nats-config")["data"]["nats.conf"]
+    assert "sync_interval: always" in nats_conf
+    sts = obj(full, "StatefulSet", "nats")
+    assert sts["spec"]["template"]["spec"]["containers"][0]["image"] == "nats:2.11-alpine"
+    assert obj(full, "Service", "nats")["spec"]["clusterIP"] == "None"
+    observe_verbs = {v for rule in obj(observe, "ClusterRole", "vcbus-controller")["rules"] for v in rule["verbs"]}
+    assert observe_verbs == {"list", "watch"}
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (for `kubectl kustomize`) is not installed")
+def test_kustomize_builds_both_variants_as_this_test_reads_them():
+    for overlay in ("", "observe-only"):
+        out = subprocess.run(
+            ["kubectl", "kustomize", str(DEPLOY / overlay if overlay else DEPLOY)],
+            capture_output=True, text=True, timeout=60,
+        )
+        assert out.returncode == 0, out.stderr
+        built = {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(out.stdout) if d}
+        ours = {(d["kind"], d["metadata"]["name"]): d for d in render(overlay)}
+        assert built == ours, overlay or "base"
+
+
+def test_the_dockerfile_copies_what_pyproject_packages():
+    """No Docker engine in the test environment: at least the image cannot miss a package."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())
+    dockerfile = (REPO / "Dockerfile").read_text()
+    copied = {part for line in dockerfile.splitlines() if line.startswith("COPY ") for part in line.split()[1:-1]}
+    packages = {p.rstrip("*") for p in project["tool"]["setuptools"]["packages"]["find"]["include"]}
+    assert packages | {"pyproject.toml", project["project"]["readme"]} <= copied
+    assert "vcbus" in project["project"]["scripts"] and 'ENTRYPOINT ["vcbus"]' in dockerfile
+    assert "FROM python:3.11-slim" in dockerfile and "\nUSER 10001" in dockerfile
+
+
+# --------------------------------------------------------------------------- API server helpers
+
+
+def _create(fn, *args, **kw):
+    """Create; an object left by an earlier run of the session is replaced or kept."""
+    try:
+        return fn(*args, **kw)
+    except ApiException as err:
+        if err.status != 409:
+            raise
+        return None
+
+
+def _apply_rbac(api: client.ApiClient, objs: list[dict], *, role_name: str | None = None,
+                sa_name: str | None = None) -> None:
+    """Namespace, ServiceAccount, ClusterRole and ClusterRoleBinding of `objs` (optionally renamed)."""
+    core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
+    for d in objs:
+        d = copy.deepcopy(d)
+        kind = d["kind"]
+        if kind == "Namespace":
+            _create(core.create_namespace, d)
+        elif kind == "ServiceAccount":
+            if sa_name:
+                d["metadata"]["name"] = sa_name
+            _create(core.create_namespaced_service_account, d["metadata"]["namespace"], d)
+        elif kind == "ClusterRole":
+            if role_name:
+                d["metadata"]["name"] = role_name
+            if _create(rbac.create_cluster_role, d) is None:
+                rbac.replace_cluster_role(d["metadata"]["name"], d)
+        elif kind == "ClusterRoleBinding":
+            if role_name:
+                d["metadata"]["name"] = role_name
+                d["roleRef"]["name"] = role_name
+            if sa_name:
+                d["subjects"][0]["name"] = sa_name
+            if _create(rbac.create_cluster_role_binding, d) is None:
+                rbac.replace_cluster_role_binding(d["metadata"]["name"], d)
+
+
+def _as(k8s, user: str) -> client.ApiClient:
+    """An ApiClient that impersonates `user` (the test admin is system:masters: it may)."""
+    api = k8s.api_client()
+    api.set_default_header("Impersonate-User", user)
+    return api
+
+
+def _wait_for_rules(api: client.ApiClient, rules: list[dict], timeout: float = 15.0) -> None:
+    """Until the authorizer (informer-fed) allows every verb of `rules` to the impersonated user."""
+    authz = client.AuthorizationV1Api(api)
+    checks = [
+        (group, res, verb)
+        for rule in rules
+        for group in rule["apiGroups"]
+        for res in rule["resources"]
+        for verb in rule["verbs"]
+    ]
+    deadline = time.monotonic() + timeout
+    while checks:
+        group, res, verb = checks[0]
+        resource, _, sub = res.partition("/")
+        review = client.V1SelfSubjectAccessReview(spec=client.V1SelfSubjectAccessReviewSpec(
+            resource_attributes=client.V1ResourceAttributes(group=group, resource=resource, subresource=sub or None,
+                                                            verb=verb, namespace="any")))
+        if authz.create_self_subject_access_review(review).status.allowed:
+            checks.pop(0)
+            continue
+        assert time.monotonic() < deadline, f"RBAC never allowed {verb} {res}.{group or 'core'}"
+        time.sleep(0.1)
+
+
+def _forbidden(fn, *args, **kw) -> ApiException:
+    with pytest.raises(ApiException) as exc:
+        fn(*args, **kw)
+    assert exc.value.status == 403, exc.value
+    return exc.value
+
+
+@pytest.fixture(scope="module")
+def deployed(k8s):
+    """The base's Namespace, ServiceAccount, ClusterRole and ClusterRoleBinding, on the API server."""
+    objs = render()
+    admin = k8s.api_client()
+    _apply_rbac(admin, [d for d in objs if d["kind"] in RBAC_KINDS])
+    sa = _as(k8s, SA_USER)
+    _wait_for_rules(sa, obj(objs, "ClusterRole", "vcbus-controller")["rules"])
+    return admin, sa, objs
+
+
+def _seed_job(custom: client.CustomObjectsApi, ns: str, name: str = "resnet-dist-train") -> dict:
+    """The seed vcjob as the webhook leaves it, with every plugin whose objects need a verb:
+    svc (ConfigMap, Service, NetworkPolicy), ssh (Secret), status-mounter (ConfigMap)."""
+    job = yaml.safe_load(SEED.read_text())
+    job["spec"]["plugins"].update({"ssh": [], "svc": []})
+    job = mutate_job(job)
+    job["metadata"].update(name=name, namespace=ns)
+    return custom.create_namespaced_custom_object(JOB_GROUP, JOB_VERSION, ns, JOB_PLURAL, job)
+
+
+def _one_of_each(admin: client.ApiClient, ns: str) -> None:
+    """An object of every resource the bridge watches, so each watcher's list has something."""
+    custom, core = client.CustomObjectsApi(admin), client.CoreV1Api(admin)
+    job = _seed_job(custom, ns, "watched")
+    owner = {"apiVersion": f"{JOB_GROUP}/{JOB_VERSION}", "kind": "Job", "name": "watched",
+             "uid": job["metadata"]["uid"]}
+    core.create_namespaced_pod(ns, {"metadata": {"name": "watched-t-0", "labels": {"volcano.sh/job-name": "watched"}},
+                                    "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
+    custom.create_namespaced_custom_object(PG_GROUP, PG_VERSION, ns, PG_PLURAL, {
+        "apiVersion": f"{PG_GROUP}/{PG_VERSION}", "kind": "PodGroup",
+        "metadata": {"name": "watched", "ownerReferences": [owner]}, "spec": {"minMember": 1}})
+    custom.create_cluster_custom_object(PG_GROUP, PG_VERSION, "queues", {
+        "apiVersion": f"{PG_GROUP}/{PG_VERSION}", "kind": "Queue", "metadata": {"name": ns}, "spec": {"weight": 1}})
+    custom.create_namespaced_custom_object(CMD_GROUP, CMD_VERSION, ns, CMD_PLURAL, _command("watched", owner))
+
+
+def _command(name: str, target: dict) -> dict:
+    return {"apiVersion": f"{CMD_GROUP}/{CMD_VERSION}", "kind": "Command", "metadata": {"name": name},
+            "action": "AbortJob", "target": target}
+
+
+def _watch_every_bridge_resource(api: client.ApiClient, namespace: str | None = None) -> dict[str, dict]:
+    """Start a ResourceWatcher per bridge resource; each must list, then establish its watch."""
+    watchers = {r: ResourceWatcher(api, r, namespace=namespace, backoff_max=0.5).start() for r in bridge.RESOURCES}
+    try:
+        first = {}
+        for resource, w in watchers.items():
+            try:
+                first[resource] = w.next_event(timeout=10)
+            except TimeoutError:
+                pytest.fail(f"no {resource} event as {SA_USER}: {w.last_error}")
+            assert w.connected.wait(10), f"{resource}: no watch established: {w.last_error}"
+            assert w.last_error is None, f"{resource}: {w.last_error}"
+        return first
+    finally:
+        for w in watchers.values():
+            w.stop(timeout=5)
+
+
+# --------------------------------------------------------------------------- the role, used
+
+
+def test_the_bridge_lists_and_watches_every_resource_it_watches_as_the_service_account(k8s, deployed):
+    admin, sa, _ = deployed
+    ns = k8s.create_namespace(f"deploy-watch-{uuid.uuid4().hex[:6]}")
+    _one_of_each(admin, ns)
+    first = _watch_every_bridge_resource(sa)  # all namespaces, as `vcbus up --cluster`
+    assert {r: e["object"]["kind"] for r, e in first.items()} == {r: RESOURCES[r].kind for r in bridge.RESOURCES}
+    assert all(e["type"] == "ADDED" for e in first.values())
+    _watch_every_bridge_resource(sa, namespace=ns)  # and `--namespace NS`
+
+
+def test_the_actuator_applies_every_command_type_as_the_service_account(k8s, deployed):
+    admin, sa, _ = deployed
+    ns = k8s.create_namespace(f"deploy-act-{uuid.uuid4().hex[:6]}")
+    custom, core = client.CustomObjectsApi(admin), client.CoreV1Api(admin)
+    job = _seed_job(custom, ns)
+    uid, key = job["metadata"]["uid"], f"{ns}/resnet-dist-train"
+    raw = msgspec.json.encode({"type": "ADDED", "object": job})
+    r, act = Renderer(), Actuator(sa)
+    applied: list[tuple[type, str]] = []
+
+    def apply(cmd: o.Output, expected: str = "applied") -> None:
+        result = act.apply(cmd)
+        assert result == expected, (type(cmd).__name__, result)
+        applied.append((type(cmd), result))
+
+    pg_name = f"resnet-dist-train-{uid}"
+    apply(o.CreatePodGroup(job=key, seq=1, name=pg_name, job_uid=uid, podgroup=r.podgroup(raw)))
+    apply(o.UpdatePodGroup(job=key, seq=2, name=pg_name, min_member=2, min_task_member={"master": 1, "worker": 1}))
+    status = initial_status(3, "2026-11-30T08:00:00Z")
+    for task, index in (("master", 0), ("worker", 0), ("worker", 1)):
+        apply(o.CreatePod(job=key, seq=3, name=f"resnet-dist-train-{task}-{index}", task=task, index=index,
+                          job_uid=uid, pod=r.pod(raw, task, index, status)))
+    worker = core.read_namespaced_pod("resnet-dist-train-worker-1", ns)
+    apply(o.DeletePod(job=key, seq=4, name=worker.metadata.name, uid=worker.metadata.uid, mark_out_of_sync=True))
+    apply(o.UpdateJobStatus(job=key, seq=5, status=status))
+    apply(o.RecordEvent(job=key, seq=6, reason="ExecuteAction", message="Start to execute action RestartJob "))
+
+    # Plugins: create everything; again (AlreadyExists -> data patched); update; delete.
+    plugins = ["pytorch", "ssh", "status-mounter", "svc"]
+    apply(o.PluginHook(job=key, seq=7, hook="OnJobAdd", plugins=plugins))
+    made = {
+        "configmaps": {c.metadata.name for c in core.list_namespaced_config_map(ns).items},
+        "secrets": {s.metadata.name for s in core.list_namespaced_secret(ns).items},
+        "services": {s.metadata.name for s in core.list_namespaced_service(ns).items},
+        "networkpolicies": {
+            n.metadata.name for n in client.NetworkingV1Api(admin).list_namespaced_network_policy(ns).items
+        },
+    }
+    assert made == {
+        "configmaps": {"resnet-dist-train-svc", "resnet-dist-train-status-mounter"},
+        "secrets": {"resnet-dist-train-ssh"},
+        "services": {"resnet-dist-train"},
+        "networkpolicies": {"resnet-dist-train"},
+    }
+    apply(o.PluginHook(job=key, seq=8, hook="OnJobAdd", plugins=plugins))
+    apply(o.PluginHook(job=key, seq=9, hook="OnJobUpdate", plugins=plugins))
+    booked = initial_status(3, "2026-11-30T08:00:00Z")
+    booked.controlled_resources = {f"plugin-{p}": p for p in plugins}
+    apply(o.UpdateJobStatus(job=key, seq=10, status=booked))
+    apply(o.PluginHook(job=key, seq=11, hook="OnJobDelete", plugins=plugins))
+    assert core.list_namespaced_secret(ns).items == []
+    assert core.list_namespaced_service(ns).items == []
+
+    apply(o.DeletePodGroup(job=key, seq=12, name=pg_name))
+    owner = {"apiVersion": f"{JOB_GROUP}/{JOB_VERSION}", "kind": "Job", "name": "resnet-dist-train", "uid": uid}
+    custom.create_namespaced_custom_object(CMD_GROUP, CMD_VERSION, ns, CMD_PLURAL, _command("abort", owner))
+    apply(o.DeleteBusCommand(job=key, seq=13, name="abort", namespace=ns))
+
+    assert {t for t, _ in applied} == set(o.COMMANDS), "a command type is not exercised here"
+    assert core.list_namespaced_event(ns).items[0].reason == "ExecuteAction"
+
+
+def test_the_role_refuses_what_the_controller_never_does(k8s, deployed):
+    admin, sa, _ = deployed
+    ns = k8s.create_namespace(f"deploy-deny-{uuid.uuid4().hex[:6]}")
+    custom, core = client.CustomObjectsApi(admin), client.CoreV1Api(admin)
+    _seed_job(custom, ns)
+    core.create_namespaced_secret(ns, {"metadata": {"name": "someone-elses"}, "stringData": {"password": "x"}})
+    as_sa, core_sa = client.CustomObjectsApi(sa), client.CoreV1Api(sa)
+    # vcjobs belong to their users: no create, update, spec patch or delete.
+    _forbidden(as_sa.delete_namespaced_custom_object, JOB_GROUP, JOB_VERSION, ns, JOB_PLURAL, "resnet-dist-train")
+    _forbidden(as_sa.patch_namespaced_custom_object, JOB_GROUP, JOB_VERSION, ns, JOB_PLURAL, "resnet-dist-train",
+               {"spec": {"minAvailable": 1}})
+    _forbidden(as_sa.create_namespaced_custom_object, JOB_GROUP, JOB_VERSION, ns, JOB_PLURAL,
+               {"apiVersion": f"{JOB_GROUP}/{JOB_VERSION}", "kind": "Job", "metadata": {"name": "x"}})
+    # Secrets are written (the ssh plugin), never read: not one, not a list, not anywhere.
+    _forbidden(core_sa.read_namespaced_secret, "someone-elses", ns)
+    _forbidden(core_sa.list_namespaced_secret, ns)
+    _forbidden(core_sa.list_secret_for_all_namespaces)
+    _forbidden(core_sa.list_config_map_for_all_namespaces)
+    # Queues are read only; nodes are not read at all (no decision reads them).
+    _forbidden(as_sa.create_cluster_custom_object, PG_GROUP, PG_VERSION, "queues",
+               {"apiVersion": f"{PG_GROUP}/{PG_VERSION}", "kind": "Queue", "metadata": {"name": "q"},
+                "spec": {"weight": 1}})
+    _forbidden(core_sa.list_node)
+    # Nothing outside the job controller's objects.
+    _forbidden(client.AppsV1Api(sa).list_deployment_for_all_namespaces)
+    _forbidden(client.RbacAuthorizationV1Api(sa).list_cluster_role)
+
+
+def test_the_observe_only_role_lets_the_bridge_watch_and_nothing_else(k8s, deployed):
+    admin, _, _ = deployed
+    objs = render("observe-only")
+    user = f"system:serviceaccount:{NS}:vcbus-observe-test"
+    _apply_rbac(admin, [d for d in objs if d["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding")],
+                role_name="vcbus-observe-test", sa_name="vcbus-observe-test")
+    sa = _as(k8s, user)
+    _wait_for_rules(sa, obj(objs, "ClusterRole", "vcbus-controller")["rules"])
+    ns = k8s.create_namespace(f"deploy-obs-{uuid.uuid4().hex[:6]}")
+    _one_of_each(admin, ns)
+    _watch_every_bridge_resource(sa)
+
+    job = _seed_job(client.CustomObjectsApi(admin), ns)
+    raw = msgspec.json.encode({"type": "ADDED", "object": job})
+    key, act = f"{ns}/resnet-dist-train", Actuator(sa)
+    pod = Renderer().pod(raw, "master", 0, initial_status(3, "2026-11-30T08:00:00Z"))
+    for cmd in (
+        o.CreatePod(job=key, seq=1, name="resnet-dist-train-master-0", task="master", index=0, pod=pod),
+        o.RecordEvent(job=key, seq=2, reason="ExecuteAction", message="m"),
+        o.UpdateJobStatus(job=key, seq=3, status=initial_status(3, "2026-11-30T08:00:00Z")),
+    ):
+        _forbidden(act.apply, cmd)  # the actuator's first call, `get` of the vcjob, is already refused
+
+
+# --------------------------------------------------------------------------- schema and pod security
+
+
+_PATHS = {
+    "ConfigMap": "/api/v1/namespaces/{ns}/configmaps",
+    "Service": "/api/v1/namespaces/{ns}/services",
+    "StatefulSet": "/apis/apps/v1/namespaces/{ns}/statefulsets",
+    "Deployment": "/apis/apps/v1/namespaces/{ns}/deployments",
+    "NetworkPolicy": "/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies",
+}
+
+
+def _dry_run(admin: client.ApiClient, d: dict, ns: str) -> tuple[int, str, list[str]]:
+    """POST `d` as written (no client-side model) to `ns` with dryRun=All and strict field
+    validation: (HTTP status, body, warnings)."""
+    d = copy.deepcopy(d)
+    d["metadata"]["namespace"] = ns
+    method, url, headers, body, post = admin.param_serialize(
+        method="POST", resource_path=_PATHS[d["kind"]].format(ns=ns),
+        query_params=[("dryRun", "All"), ("fieldValidation", "Strict")],
+        header_params={"Accept": "application/json", "Content-Type": "application/json"},
+        body=d, auth_settings=["BearerToken"],
+    )
+    resp = admin.call_api(method, url, header_params=headers, body=body, post_params=post, _request_timeout=30)
+    data = resp.read().decode()
+    warning = resp.headers.get("Warning")
+    return resp.status, data, [warning] if warning else []
+
+
+def _accepted(admin: client.ApiClient, d: dict, ns: str) -> list[str]:
+    status, data, warnings = _dry_run(admin, d, ns)
+    assert status == 201, data
+    return warnings
+
+
+def test_the_workloads_pass_the_api_schema_and_the_restricted_pod_security_profile(k8s, deployed):
+    admin, _, objs = deployed
+    core = client.CoreV1Api(admin)
+    workloads = [d for d in objs if d["kind"] in _PATHS]
+    assert sorted(d["kind"] for d in workloads) == sorted(_PATHS)
+    for d in workloads:  # where they go
+        assert _accepted(admin, d, NS) == [], d["kind"]
+    for d in render("observe-only"):
+        if d["kind"] == "Deployment":
+            assert _accepted(admin, d, NS) == []
+    # A namespace that warns below `restricted`: both pod templates pass it.
+    psa = f"deploy-psa-{uuid.uuid4().hex[:6]}"
+    core.create_namespace({"metadata": {"name": psa, "labels": {"pod-security.kubernetes.io/warn": "restricted"}}})
+    for d in workloads:
+        assert _accepted(admin, d, psa) == [], d["kind"]
+    lax = copy.deepcopy(obj(objs, "Deployment", "vcbus"))  # the check is not vacuous
+    del lax["spec"]["template"]["spec"]["containers"][0]["securityContext"]
+    assert any("restricted" in w for w in _accepted(admin, lax, psa))
+    typo = copy.deepcopy(obj(objs, "StatefulSet", "nats"))  # nor is the schema check
+    typo["spec"]["template"]["spec"]["containers"][0]["volumeMount"] = []
+    status, data, _ = _dry_run(admin, typo, NS)
+    assert status == 400, data
+    assert 'unknown field "spec.template.spec.containers[0].volumeMount"' in json.loads(data)["message"]
+
+
+# --------------------------------------------------------------------------- jobs/finalizers
+
+
+@pytest.fixture
+def strict_apiserver(k8s, tmp_path):
+    """A second kube-apiserver on the fixture's etcd, with OwnerReferencesPermissionEnforcement.
+
+    Yields `connect(user=None)`: an ApiClient to it as the test admin, or impersonating `user`."""
+    port = k8s_env.free_port()
+    cmd = [a for a in k8s._apiserver_cmd() if not a.startswith(("--secure-port=", "--cert-dir="))]
+    cmd += [f"--secure-port={port}", f"--cert-dir={tmp_path / 'certs'}",
+            "--enable-admission-plugins=OwnerReferencesPermissionEnforcement"]
+    log = tmp_path / "apiserver.log"
+    with open(log, "wb") as f:
+        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=tmp_path)
+    url = f"https://127.0.0.1:{port}"
+    clients: list[client.ApiClient] = []
+
+    def connect(user: str | None = None) -> client.ApiClient:
+        cfg = client.Configuration()
+        cfg.host = url
+        cfg.ssl_ca_cert = str(k8s.certs.ca_crt)
+        cfg.cert_file = str(k8s.certs.client_crt)
+        cfg.key_file = str(k8s.certs.client_key)
+        api = client.ApiClient(cfg)
+        if user:
+            api.set_default_header("Impersonate-User", user)
+        clients.append(api)
+        return api
+
+    try:
+        ctx = k8s._ssl_context()
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, log.read_text()[-3000:]
+            try:
+                with urllib.request.urlopen(url + "/readyz", context=ctx, timeout=3) as r:
+                    if r.status == 200:
+                        break
+            except (OSError, urllib.error.HTTPError):
+                pass
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.2)
+        yield connect
+    finally:
+        for api in clients:
+            api.close()
+        k8s_env._terminate(proc, 3.0)
+
+
+def test_owner_references_with_block_owner_deletion_need_jobs_finalizers(k8s, deployed, strict_apiserver):
+    admin, _, objs = deployed
+    role = copy.deepcopy([d for d in objs if d["kind"] in ("ClusterRole", "ClusterRoleBinding")])
+    without = obj(role, "ClusterRole", "vcbus-controller")
+    without["rules"] = [r for r in without["rules"] if r["resources"] != ["jobs/finalizers"]]
+    assert len(without["rules"]) == len(obj(objs, "ClusterRole", "vcbus-controller")["rules"]) - 1
+    _apply_rbac(admin, role, role_name="vcbus-no-finalizers-test", sa_name="vcbus-no-finalizers-test")
+    sa = strict_apiserver(SA_USER)
+    lacking = strict_apiserver(f"system:serviceaccount:{NS}:vcbus-no-finalizers-test")
+    _wait_for_rules(sa, obj(objs, "ClusterRole", "vcbus-controller")["rules"])
+    _wait_for_rules(lacking, without["rules"])
+
+    ns = k8s.create_namespace(f"deploy-owner-{uuid.uuid4().hex[:6]}")
+    job = _seed_job(client.CustomObjectsApi(strict_apiserver()), ns)
+    uid, key = job["metadata"]["uid"], f"{ns}/resnet-dist-train"
+    raw = msgspec.json.encode({"type": "ADDED", "object": job})
+    r = Renderer()
+    pod = r.pod(raw, "master", 0, initial_status(3, "2026-11-30T08:00:00Z"))
+    assert pod["metadata"]["ownerReferences"][0]["blockOwnerDeletion"] is True
+    create_pod = o.CreatePod(job=key, seq=1, name="resnet-dist-train-master-0", task="master", index=0,
+                             job_uid=uid, pod=pod)
+    err = _forbidden(Actuator(lacking).apply, create_pod)
+    assert "cannot set blockOwnerDeletion" in err.body
+
+    act = Actuator(sa)
+    assert act.apply(create_pod) == "applied"
+    pg = o.CreatePodGroup(job=key, seq=2, name=f"resnet-dist-train-{uid}", job_uid=uid, podgroup=r.podgroup(raw))
+    assert act.apply(pg) == "applied"
+    hook = o.PluginHook(job=key, seq=3, hook="OnJobAdd", plugins=["pytorch", "ssh", "status-mounter", "svc"])
+    assert act.apply(hook) == "applied"
