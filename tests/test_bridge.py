@@ -218,6 +218,13 @@ async def bridge_running(js, api, ns: str):
     stop = asyncio.Event()
     task = asyncio.create_task(bridge.run(stop), name="test-bridge")
     try:
+        # changes made before a watcher has listed would only show up folded into its ADDED
+        deadline = asyncio.get_running_loop().time() + 20
+        while len(bridge.watchers) < len(bridge.resources):
+            assert asyncio.get_running_loop().time() < deadline, "the bridge did not start its watchers"
+            await asyncio.sleep(0.02)
+        for watcher in list(bridge.watchers.values()):
+            assert await asyncio.to_thread(watcher.connected.wait, 20), "a watcher never connected"
         yield bridge
         assert not task.done(), "the bridge ended on its own"
     finally:
