@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import os
 import pathlib
 import subprocess
 import sys

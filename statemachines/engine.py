@@ -18,7 +18,6 @@ from __future__ import annotations
 import heapq
 from typing import Any, Callable
 
-import msgspec
 
 from statemachines import outputs as o
 from statemachines.cache import (
@@ -36,7 +35,7 @@ from statemachines.job.handling import PodOp
 from statemachines.job.machine import handling
 from statemachines.objects import Command, Job, Pod, PodGroup, Queue, job_key
 from statemachines.policies import Request, Resolution, resolve
-from statemachines.records import Decoded, Ignored, Observed, TimerRecord
+from statemachines.records import Decoded, Ignored, TimerRecord
 from statemachines.status import JobCondition, JobState, JobStatus
 from statemachines.timefmt import ZERO_TIME, add, go_duration, normalize
 from statemachines.timers import RULE_A_EVENTS, Timer, cancels_on_execute, rule_a_cancels, rule_b_cancels
@@ -86,7 +85,6 @@ class Engine:
         self.seq = 0
         self.out: list[o.Output] = []
         self.ignored = 0
-        self.blocked: dict[str, list[str]] = {}
         self.spec_changed = False  # the request being handled comes from a change of the job spec
 
     # ------------------------------------------------------------------ plumbing
@@ -107,9 +105,6 @@ class Engine:
         if self._render_podgroup is None or entry.raw is None:
             return None
         return self._render_podgroup(entry.raw)
-
-    def note_blocked(self, entry: JobEntry, tasks: list[str]) -> None:
-        self.blocked[entry.key] = tasks
 
     def entry(self, namespace: str, name: str) -> JobEntry:
         key = job_key(namespace, name)
@@ -648,6 +643,3 @@ def adopt(recorded: Any) -> JobStatus:
         or None,
     )
 
-
-def decode_job_object(raw: bytes) -> dict:
-    return msgspec.json.decode(raw)

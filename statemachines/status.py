@@ -112,12 +112,3 @@ def initial_status(min_available: int, now: str) -> JobStatus:
     set_transition(status, now)
     return status
 
-
-status_encoder = msgspec.json.Encoder()
-
-
-def status_to_builtins(status: JobStatus) -> dict:
-    """The status as a JSON-ready dict, field names as in the vcjob CRD."""
-    out = msgspec.to_builtins(status)
-    out.setdefault("state", {})
-    return out

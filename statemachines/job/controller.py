@@ -15,7 +15,7 @@ import msgspec
 
 from statemachines import outputs as o
 from statemachines.cache import JobEntry, PodGroupState, PodState
-from statemachines.job.handling import SOFT_PHASES, Check, Handling, Retain, task_min
+from statemachines.job.handling import SOFT_PHASES, Check, Handling, Retain
 from statemachines.job.machine import HANDLERS, fire
 from statemachines.objects import TaskSpec
 from statemachines.status import Counts, JobStatus, copy_status, set_transition
@@ -244,8 +244,6 @@ def sync_job(ctx: Engine, entry: JobEntry, handling: Handling, action: str) -> N
         entry.put_pod(placeholder)
         counter = per_task.setdefault(task.name, {})
         counter["Pending"] = counter.get("Pending", 0) + 1
-    if blocked and any(blocked.values()):
-        ctx.note_blocked(entry, sorted(t for t, b in blocked.items() if b))
 
     for pod, why in to_delete:
         if not pod.deleting:
@@ -416,6 +414,3 @@ def kill_target(ctx: Engine, entry: JobEntry, handling: Handling, action: str, t
             _kill(ctx, entry, pod, counts)
     _finish_kill(ctx, entry, copy_status(entry.status), counts, handling, action)
 
-
-def task_min_available(task: TaskSpec) -> int:
-    return task_min(task)
