@@ -34,13 +34,19 @@ COMMAND_MODULES = [
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="vcbus")
 def cli() -> None:
-    """vcbus: Volcano Job (vcjob) semantics as an event-sourced state machine.
+    """vcbus: Volcano Job (vcjob) semantics as an event-sourced state machine on NATS JetStream.
 
     \b
     Debug a job's history offline:
       kubectl get vcjob,pods,podgroups,queues,commands -A --watch \\
           --output-watch-events -o json > watch.log
       vcbus replay watch.log --job default/my-job --explain
+    See the whole bus work on embedded defaults:
+      vcbus demo
+    Check and preview a vcjob before applying it:
+      vcbus validate job.yaml && vcbus render job.yaml
+    Run the controller on a cluster (or beside Volcano, --observe-only):
+      vcbus up --kubeconfig ~/.kube/config
 
     Run `vcbus COMMAND --help` for the details of each command.
     """
