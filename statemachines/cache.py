@@ -111,6 +111,7 @@ class JobEntry:
         "deleted",
         "consumed",
         "names",
+        "pvcs",
     )
 
     def __init__(self, key: str, namespace: str, name: str) -> None:
@@ -130,6 +131,7 @@ class JobEntry:
         self.deleted = False
         self.consumed: set[str] = set()  # Command uids already executed
         self.names: tuple[object, dict] | None = None  # expected pod names, per spec
+        self.pvcs: set[str] = set()  # PVCs this job's CreatePVC commands asked for
 
     def find_pod(self, task: str, name: str) -> PodState | None:
         pods = self.pods.get(task)

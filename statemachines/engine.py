@@ -215,6 +215,7 @@ class Engine:
 
     def _first_sight(self, entry: JobEntry, job: Job) -> None:
         entry.job = job
+        entry.pvcs = set()
         entry.deleted = False
         entry.followup = False
         recorded = job.status

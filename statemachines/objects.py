@@ -73,7 +73,7 @@ class JobSpec(Struct, frozen=True, rename="camel", gc=False):
     scheduler_name: str = ""
     min_available: int = 0
     min_success: int | None = None
-    volumes: Raw | None = None
+    volumes: Raw = Raw(b"[]")  # kept as bytes: only read when a job is initiated
     tasks: list[TaskSpec] = []
     policies: list[LifecyclePolicy] | None = None
     plugins: dict[str, list[str]] | None = None
@@ -81,7 +81,7 @@ class JobSpec(Struct, frozen=True, rename="camel", gc=False):
     max_retry: int = 0
     ttl_seconds_after_finished: int | None = None
     priority_class_name: str = ""
-    network_topology: Raw | None = None
+    network_topology: Raw = Raw(b"null")
 
 
 class JobStateView(Struct, frozen=True, rename="camel", gc=False):

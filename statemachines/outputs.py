@@ -171,6 +171,14 @@ class DeletePodGroup(Output, tag="cmd.podgroup.delete.v1", kw_only=True):
     name: str
 
 
+class CreatePVC(Output, tag="cmd.pvc.create.v1", kw_only=True):
+    """A PersistentVolumeClaim for a `spec.volumes[]` entry with a `volumeClaim` and no name (§6.4)."""
+
+    name: str
+    job_uid: str = ""
+    claim: dict[str, Any] = {}  # the PVC spec (`volumeClaim`)
+
+
 class UpdateJobStatus(Output, tag="cmd.job.status.v1", kw_only=True):
     status: JobStatus
     job_version: int = 0
@@ -200,6 +208,7 @@ class PluginHook(Output, tag="cmd.plugins.hook.v1", kw_only=True):
 
 COMMANDS = (
     CreatePod,
+    CreatePVC,
     DeletePod,
     CreatePodGroup,
     UpdatePodGroup,
@@ -224,6 +233,7 @@ DomainEvent = Union[
 ]
 CommandOut = Union[
     CreatePod,
+    CreatePVC,
     DeletePod,
     CreatePodGroup,
     UpdatePodGroup,

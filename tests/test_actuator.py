@@ -133,3 +133,14 @@ def test_plugin_hooks_create_and_delete_the_plugin_objects(setup):
     act.apply(o.UpdateJobStatus(job=_key(job), seq=11, status=booked))  # the status the engine wrote meanwhile
     assert act.apply(o.PluginHook(job=_key(job), seq=12, hook="OnJobDelete", plugins=["pytorch", "svc"])) == "applied"
     assert "resnet-dist-train" not in {s.metadata.name for s in core.list_namespaced_service(ns).items}
+
+
+def test_creates_the_pvc_of_a_volume_claim_template_once(setup):
+    api, custom, job, raw, act, ns = setup
+    cmd = o.CreatePVC(job=_key(job), seq=13, name="resnet-dist-train-pvc-abc", job_uid=job["metadata"]["uid"],
+                      claim={"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}})
+    assert act.apply(cmd) == "applied"
+    assert act.apply(cmd) == "done"
+    pvc = client.CoreV1Api(api).read_namespaced_persistent_volume_claim("resnet-dist-train-pvc-abc", ns)
+    assert pvc.metadata.owner_references[0].uid == job["metadata"]["uid"]
+    assert pvc.spec.resources.requests["storage"] == "1Gi"

@@ -383,6 +383,8 @@ def test_the_actuator_applies_every_command_type_as_the_service_account(k8s, dep
     owner = {"apiVersion": f"{JOB_GROUP}/{JOB_VERSION}", "kind": "Job", "name": "resnet-dist-train", "uid": uid}
     custom.create_namespaced_custom_object(CMD_GROUP, CMD_VERSION, ns, CMD_PLURAL, _command("abort", owner))
     apply(o.DeleteBusCommand(job=key, seq=13, name="abort", namespace=ns))
+    apply(o.CreatePVC(job=key, seq=14, name="resnet-dist-train-pvc-rbac", job_uid=uid,
+                      claim={"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}))
 
     assert {t for t, _ in applied} == set(o.COMMANDS), "a command type is not exercised here"
     assert core.list_namespaced_event(ns).items[0].reason == "ExecuteAction"

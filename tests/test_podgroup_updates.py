@@ -95,3 +95,37 @@ def test_negative_policy_timeout_is_a_delayed_action_that_fires_at_once():
     assert any(isinstance(x, o.TimerFired) and x.action == "AbortJob" for x in new)
     phases = [x.to_phase for x in new if isinstance(x, o.PhaseChanged)]
     assert phases[:1] == ["Aborting"]
+
+
+def test_volume_claim_templates_get_one_pvc_each_with_a_deterministic_name():
+    """§6.4: a volume with `volumeClaim` and no name gets a generated PVC, created once and booked."""
+    job = {
+        "metadata": {"name": "vols"},
+        "spec": {
+            "minAvailable": 1,
+            "networkTopology": {"mode": "hard", "highestTierAllowed": 1},  # an object field decodes too
+            "volumes": [
+                {"mountPath": "/data", "volumeClaim": {"accessModes": ["ReadWriteOnce"],
+                                                        "resources": {"requests": {"storage": "1Gi"}}}},
+                {"mountPath": "/ref", "volumeClaimName": "shared-ref"},
+            ],
+            "tasks": [{"name": "w", "replicas": 1, "template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}],
+        },
+    }
+    c = SimCluster()
+    c.add_queue()
+    c.create_job(job)
+    c.settle()
+    c.schedule("default", "vols")
+    c.settle()
+    pvcs = [x for x in c.outputs if isinstance(x, o.CreatePVC)]
+    assert len(pvcs) == 1
+    name = pvcs[0].name
+    assert name.startswith("vols-pvc-") and len(name) == len("vols-pvc-") + 12
+    assert pvcs[0].claim["resources"]["requests"]["storage"] == "1Gi"
+    status = c.engine.jobs["default/vols"].status
+    assert status.controlled_resources[f"volume-pvc-{name}"] == name
+    assert status.controlled_resources["volume-pvc-shared-ref"] == "shared-ref"
+    pod = next(x for x in c.outputs if isinstance(x, o.CreatePod))
+    claims = {v["persistentVolumeClaim"]["claimName"] for v in pod.pod["spec"]["volumes"] if "persistentVolumeClaim" in v}
+    assert claims == {name, "shared-ref"}  # the pods mount the PVC that was created

@@ -18,6 +18,7 @@ from statemachines.cache import JobEntry, PodGroupState, PodState
 from statemachines.job.handling import SOFT_PHASES, Check, Handling, Retain
 from statemachines.job.machine import HANDLERS, fire
 from statemachines.objects import TaskSpec
+from statemachines.pods import pvc_name
 from statemachines.status import Counts, JobStatus, copy_status, set_transition
 from statemachines.timefmt import go_duration, parse
 from statemachines.vocabulary import Phase
@@ -91,18 +92,31 @@ def _bookkeep_plugins(status: JobStatus, plugins: list[str], *, add: bool) -> No
     status.controlled_resources = resources or None
 
 
-_volumes = msgspec.json.Decoder(list[dict])
+_volumes = msgspec.json.Decoder(list[dict] | None)
 
 
-def _bookkeep_volumes(entry: JobEntry, status: JobStatus) -> None:
-    raw = entry.job.spec.volumes  # type: ignore[union-attr]
-    if raw is None:
+def _bookkeep_volumes(ctx: Engine, entry: JobEntry, status: JobStatus) -> None:
+    """PVC handling at initiation (§6.4): book every claim, create the generated ones once.
+
+    A volume without `volumeClaimName` gets the controller's generated name, made
+    deterministic here (`statemachines.pods.pvc_name`, the name the pods mount),
+    and its PVC is created from `volumeClaim`. Volcano also writes that name back
+    into the job spec; vcbus does not write specs (docs/fidelity.md).
+    """
+    job = entry.job
+    assert job is not None
+    volumes = _volumes.decode(job.spec.volumes)
+    if not volumes:
         return
     resources = dict(status.controlled_resources or {})
-    for volume in _volumes.decode(raw):
-        claim = volume.get("volumeClaimName")
-        if claim:
-            resources[f"volume-pvc-{claim}"] = claim
+    ident = {"metadata": {"name": job.metadata.name, "uid": job.metadata.uid}}
+    for index, volume in enumerate(volumes):
+        claim = volume.get("volumeClaimName") or pvc_name(ident, index)
+        resources[f"volume-pvc-{claim}"] = claim
+        spec = volume.get("volumeClaim")
+        if not volume.get("volumeClaimName") and spec is not None and claim not in entry.pvcs:
+            ctx.emit(o.CreatePVC, entry, name=claim, job_uid=job.metadata.uid, claim=spec)
+            entry.pvcs.add(claim)
     status.controlled_resources = resources or None
 
 
@@ -174,7 +188,7 @@ def sync_job(ctx: Engine, entry: JobEntry, handling: Handling, action: str) -> N
             _bookkeep_plugins(status, plugins, add=True)
             if added:  # OnJobAdd runs on every Pending sync; it only creates what is missing
                 ctx.emit(o.PluginHook, entry, hook="OnJobAdd", plugins=plugins)
-        _bookkeep_volumes(entry, status)
+        _bookkeep_volumes(ctx, entry, status)
         ensure_podgroup(ctx, entry)
     else:
         if plugins and ctx.spec_changed:  # OnJobUpdate only has work when the spec changed

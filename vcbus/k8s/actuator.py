@@ -136,6 +136,39 @@ class Actuator:
             raise
         return "applied"
 
+    # ------------------------------------------------------------------ volumes
+
+    def _CreatePVC(self, ns: str, name: str, cmd: o.CreatePVC, index: int) -> str:
+        job = self._job(ns, name)
+        if job is None or (cmd.job_uid and job["metadata"].get("uid") != cmd.job_uid):
+            return "dropped"
+        body = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {
+                "name": cmd.name,
+                "namespace": ns,
+                "ownerReferences": [
+                    {
+                        "apiVersion": f"{JOB_GROUP}/{JOB_VERSION}",
+                        "kind": "Job",
+                        "name": name,
+                        "uid": job["metadata"]["uid"],
+                        "controller": True,
+                        "blockOwnerDeletion": True,
+                    }
+                ],
+            },
+            "spec": dict(cmd.claim),
+        }
+        try:
+            self.core.create_namespaced_persistent_volume_claim(ns, body)
+        except ApiException as err:
+            if _status(err) == 409:
+                return "done"
+            raise
+        return "applied"
+
     # ------------------------------------------------------------------ podgroups
 
     def _CreatePodGroup(self, ns: str, name: str, cmd: o.CreatePodGroup, index: int) -> str:
