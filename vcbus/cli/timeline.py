@@ -97,6 +97,8 @@ def timeline_rows(job: dict, *, explain: bool, all_actions: bool) -> list[tuple[
 
 def print_report(report: dict, *, explain: bool, compare: bool, all_actions: bool) -> None:
     console = Console(highlight=False, soft_wrap=False)
+    if not console.is_terminal:
+        console.width = max(console.width, 160)  # piped to a file or a pager: do not wrap at 80
     inp = report["input"]
     console.print(
         f"[bold]{inp['events']}[/] records read, {inp['ignored']} ignored, {inp['invalid']} invalid; "
