@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test test-fast lint run bench envtest clean
+.PHONY: venv test test-fast lint run bench envtest docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -35,6 +35,11 @@ test-fast: $(STAMP)
 
 run: $(STAMP)
 	$(BIN)/vcbus demo
+
+# Generated documents (tests check they are current).
+docs: $(STAMP)
+	$(BIN)/python -c "from statemachines.job.diagram import document; print(document(), end='')" > docs/statemachines/job.md
+	$(BIN)/python -m vcbus.bus.schemas
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/replay.py --quick

@@ -13,7 +13,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 def test_state_diagram_doc_is_current():
     checked_in = (ROOT / "docs" / "statemachines" / "job.md").read_text()
-    assert checked_in == document(), "run: .venv/bin/python -m statemachines.job.diagram > docs/statemachines/job.md"
+    assert checked_in == document(), "run: make docs"
 
 
 def test_diagram_nodes_are_exactly_the_ten_phases():
