@@ -443,6 +443,10 @@ class Engine:
 
     def _handle(self, entry: JobEntry, req: Request) -> None:
         self._process(entry, req)
+        self._follow_up(entry)
+
+    def _follow_up(self, entry: JobEntry) -> None:
+        """Our status write changed the phase: one more OutOfSync pass, as Volcano's watch gives it."""
         rounds = 0
         while entry.followup and rounds < MAX_FOLLOWUPS:
             entry.followup = False
@@ -602,11 +606,7 @@ class Engine:
         )
         self.execute(entry, timer.action, _target(timer.action, timer.task, timer.pod, timer.partition))
         self._rule_b(entry, timer.action, task=timer.task, pod=timer.pod, partition=timer.partition)
-        rounds = 0
-        while entry.followup and rounds < MAX_FOLLOWUPS:
-            entry.followup = False
-            rounds += 1
-            self._process(entry, Request(event=Event.OUT_OF_SYNC, source="self"))
+        self._follow_up(entry)
 
 
 def _target(action: str, task: str, pod: str, partition: str) -> Target | None:

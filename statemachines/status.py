@@ -49,7 +49,7 @@ class JobStatus(Struct, rename="camel", omit_defaults=True, gc=False):
 
 
 # Pod phases as Volcano classifies them; anything else (including "") is Unknown.
-POD_PHASES = ("Pending", "Running", "Succeeded", "Failed")
+POD_PHASES = frozenset(("Pending", "Running", "Succeeded", "Failed"))
 
 
 def copy_status(status: JobStatus) -> JobStatus:
@@ -66,43 +66,19 @@ def set_transition(status: JobStatus, now: str) -> None:
     status.conditions = kept
 
 
-class Counts:
-    """Pod counters gathered by one sync or kill pass."""
-
-    __slots__ = ("pending", "running", "succeeded", "failed", "unknown", "terminating", "tasks")
-
-    def __init__(self) -> None:
-        self.pending = self.running = self.succeeded = self.failed = self.unknown = 0
-        self.terminating = 0
-        self.tasks: dict[str, dict[str, dict[str, int]]] = {}
-
-    def classify(self, task: str, phase: str) -> None:
-        if phase == "Pending":
-            self.pending += 1
-        elif phase == "Running":
-            self.running += 1
-        elif phase == "Succeeded":
-            self.succeeded += 1
-        elif phase == "Failed":
-            self.failed += 1
-        else:
-            self.unknown += 1
-            phase = "Unknown"
-        per_task = self.tasks.get(task)
-        if per_task is None:
-            per_task = self.tasks[task] = {"phase": {}}
-        counter = per_task["phase"]
-        counter[phase] = counter.get(phase, 0) + 1
-
-    def apply_to(self, status: JobStatus) -> None:
-        status.pending = self.pending
-        status.running = self.running
-        status.succeeded = self.succeeded
-        status.failed = self.failed
-        status.unknown = self.unknown
-        status.terminating = self.terminating
-        # An empty map is left out of the JSON, so it reads back as nil (see docs).
-        status.task_status_count = self.tasks or None
+def set_counts(status: JobStatus, per_task: dict[str, dict[str, int]]) -> None:
+    """Totals and taskStatusCount from per-task phase counters ("Unknown" for any other phase)."""
+    pending = running = succeeded = failed = unknown = 0
+    for counter in per_task.values():
+        pending += counter.get("Pending", 0)
+        running += counter.get("Running", 0)
+        succeeded += counter.get("Succeeded", 0)
+        failed += counter.get("Failed", 0)
+        unknown += counter.get("Unknown", 0)
+    status.pending, status.running, status.succeeded = pending, running, succeeded
+    status.failed, status.unknown = failed, unknown
+    # An empty map is left out of the JSON, so it reads back as nil (docs/fidelity.md).
+    status.task_status_count = {t: {"phase": c} for t, c in per_task.items()} or None
 
 
 def initial_status(min_available: int, now: str) -> JobStatus:

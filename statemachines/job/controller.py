@@ -19,7 +19,7 @@ from statemachines.job.handling import SOFT_PHASES, Check, Handling, Retain
 from statemachines.job.machine import HANDLERS, fire
 from statemachines.objects import TaskSpec
 from statemachines.pods import pvc_name
-from statemachines.status import Counts, JobStatus, copy_status, set_transition
+from statemachines.status import POD_PHASES, JobStatus, copy_status, set_counts, set_transition
 from statemachines.timefmt import go_duration, parse
 from statemachines.vocabulary import Phase
 
@@ -229,7 +229,7 @@ def sync_job(ctx: Engine, entry: JobEntry, handling: Handling, action: str) -> N
                 continue
             if pod.out_of_sync:
                 to_delete.append((pod, "out-of-sync"))
-            phase = pod.phase if pod.phase in _KNOWN_PHASES else "Unknown"
+            phase = pod.phase if pod.phase in POD_PHASES else "Unknown"
             counter[phase] = counter.get(phase, 0) + 1
         if counter:
             per_task[task.name] = counter
@@ -282,9 +282,6 @@ def sync_job(ctx: Engine, entry: JobEntry, handling: Handling, action: str) -> N
     write_status(ctx, entry, new, action)
 
 
-_KNOWN_PHASES = frozenset(("Pending", "Running", "Succeeded", "Failed"))
-
-
 def expected_pod_names(entry: JobEntry) -> dict[str, tuple[list[str], frozenset[str]]]:
     """`<job>-<task>-<i>` for every task, cached until the spec changes."""
     job = entry.job
@@ -299,20 +296,6 @@ def expected_pod_names(entry: JobEntry) -> dict[str, tuple[list[str], frozenset[
         names[t.name] = (listed, frozenset(listed))
     entry.names = (job.spec, names)
     return names
-
-
-def set_counts(status: JobStatus, per_task: dict[str, dict[str, int]]) -> None:
-    """Totals and taskStatusCount from per-task phase counters."""
-    pending = running = succeeded = failed = unknown = 0
-    for counter in per_task.values():
-        pending += counter.get("Pending", 0)
-        running += counter.get("Running", 0)
-        succeeded += counter.get("Succeeded", 0)
-        failed += counter.get("Failed", 0)
-        unknown += counter.get("Unknown", 0)
-    status.pending, status.running, status.succeeded = pending, running, succeeded
-    status.failed, status.unknown = failed, unknown
-    status.task_status_count = {t: {"phase": c} for t, c in per_task.items()} or None
 
 
 def dependencies_ready(entry: JobEntry, task: TaskSpec) -> bool:
@@ -343,9 +326,12 @@ def _task_ready(entry: JobEntry, dep: TaskSpec | None, name: str) -> bool:
 
 
 def _finish_kill(
-    ctx: Engine, entry: JobEntry, status: JobStatus, counts: Counts, handling: Handling, action: str
+    ctx: Engine, entry: JobEntry, status: JobStatus, terminating: int, handling: Handling, action: str
 ) -> None:
-    counts.apply_to(status)
+    # A kill's counts are what it saw: the pods going away. (Volcano also classifies pods whose
+    # deletion failed; here deletion is a command, so none does.)
+    set_counts(status, {})
+    status.terminating = terminating
     if status_function(entry, status, handling):
         set_transition(status, ctx.now)
     job = entry.job
@@ -363,11 +349,10 @@ def _finish_kill(
     write_status(ctx, entry, status, action)
 
 
-def _kill(ctx: Engine, entry: JobEntry, pod: PodState, counts: Counts) -> None:
+def _kill(ctx: Engine, entry: JobEntry, pod: PodState) -> None:
     ctx.emit(o.DeletePod, entry, name=pod.name, uid=pod.uid, task=pod.task, mark_out_of_sync=True, reason="kill")
     pod.out_of_sync = True
     pod.deleting = True
-    counts.terminating += 1
 
 
 def kill_job(ctx: Engine, entry: JobEntry, handling: Handling, action: str) -> None:
@@ -378,21 +363,21 @@ def kill_job(ctx: Engine, entry: JobEntry, handling: Handling, action: str) -> N
     status = copy_status(entry.status)
     status.version += 1
     retain = Retain.SOFT if status.retry_count >= job.spec.max_retry - 1 else handling.retain
-    counts = Counts()
+    terminating = 0
     victims = []
     for task in sorted(entry.pods):
         pods = entry.pods[task]
         for pod_name in sorted(pods):
             pod = pods[pod_name]
             if pod.deleting:
-                counts.terminating += 1
+                terminating += 1
             elif retain is Retain.SOFT and pod.phase in SOFT_PHASES:
                 continue
             else:
                 victims.append(pod)
     for pod in victims:
-        _kill(ctx, entry, pod, counts)
-    _finish_kill(ctx, entry, status, counts, handling, action)
+        _kill(ctx, entry, pod)
+    _finish_kill(ctx, entry, status, terminating + len(victims), handling, action)
     if entry.pg is not None:
         ctx.emit(o.DeletePodGroup, entry, name=entry.pg.name)
         if entry.pg.uid:
@@ -419,12 +404,10 @@ def kill_target(ctx: Engine, entry: JobEntry, handling: Handling, action: str, t
                 victims = [pods[n] for n in sorted(pods) if pods[n].partition == target.partition and target.partition]
             if not victims:
                 return  # no partition index or no pods in it: nothing at all happens
-    counts = Counts()
     for pod in victims:
         if pod.deleting:
             pod.out_of_sync = True  # killPods patches every victim's annotation, deleting ones included
-            counts.terminating += 1
         else:
-            _kill(ctx, entry, pod, counts)
-    _finish_kill(ctx, entry, copy_status(entry.status), counts, handling, action)
+            _kill(ctx, entry, pod)
+    _finish_kill(ctx, entry, copy_status(entry.status), len(victims), handling, action)
 
