@@ -39,10 +39,12 @@ run: $(STAMP)
 # Generated documents (tests check they are current).
 docs: $(STAMP)
 	$(BIN)/python -c "from statemachines.job.diagram import document; print(document(), end='')" > docs/statemachines/job.md
+	$(BIN)/python -c "from statemachines.queues.diagram import document; print(document(), end='')" > docs/statemachines/queue.md
 	$(BIN)/python -m vcbus.bus.schemas
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/replay.py --quick
+	$(BIN)/python benchmarks/scheduler.py --quick
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Provide the envtest binaries (kube-apiserver + etcd) for the k8s tests.
+# Provide the envtest binaries (kube-apiserver + etcd, and kubectl) for the k8s tests.
 #
 #   scripts/envtest.sh            ensure the binaries exist; print their directory
 #   scripts/envtest.sh --check    only look (never build); exit 1 if absent
@@ -70,7 +70,12 @@ if [[ -n "${KUBEBUILDER_ASSETS:-}" ]]; then
   log "KUBEBUILDER_ASSETS=$KUBEBUILDER_ASSETS lacks kube-apiserver and/or etcd; ignoring it"
 fi
 
-if stamp_ok "$dest"; then
+# kubectl (same Kubernetes version) is built beside them: the tests compare what
+# real kubectl prints with what vcbus reads. It has its own presence check, so a
+# cache built before kubectl was added only builds kubectl.
+kubectl_ok() { [[ -x "$1/kubectl" ]]; }
+
+if stamp_ok "$dest" && { kubectl_ok "$dest" || [[ "$mode" == "--check" ]]; }; then
   echo "$dest"
   exit 0
 fi
@@ -93,7 +98,7 @@ mkdir -p "$dest"
 # One builder at a time (e.g. `make test` in two shells).
 exec 9>"$dest/.lock"
 flock 9
-if stamp_ok "$dest"; then   # somebody else finished while we waited
+if stamp_ok "$dest" && kubectl_ok "$dest"; then   # somebody else finished while we waited
   echo "$dest"
   exit 0
 fi
@@ -149,13 +154,23 @@ build_from_module() {
 }
 
 t_start=$SECONDS
-rm -f "$dest/VERSIONS"
-
 k8s_minor="${K8S_VERSION#*.}"; k8s_minor="${k8s_minor%%.*}"
 cv=k8s.io/component-base/version
+version_flags="-X $cv.gitVersion=v$K8S_VERSION -X $cv.gitMajor=1 -X $cv.gitMinor=$k8s_minor -X $cv.gitTreeState=clean"
+
+if ! kubectl_ok "$dest"; then
+  build_from_module k8s.io/kubernetes "v$K8S_VERSION" \
+    k8s.io/kubernetes/cmd/kubectl "$dest/kubectl" "$version_flags"
+fi
+if stamp_ok "$dest"; then
+  log "done in $((SECONDS - t_start))s: $dest"
+  echo "$dest"
+  exit 0
+fi
+rm -f "$dest/VERSIONS"
+
 build_from_module k8s.io/kubernetes "v$K8S_VERSION" \
-  k8s.io/kubernetes/cmd/kube-apiserver "$dest/kube-apiserver" \
-  "-X $cv.gitVersion=v$K8S_VERSION -X $cv.gitMajor=1 -X $cv.gitMinor=$k8s_minor -X $cv.gitTreeState=clean"
+  k8s.io/kubernetes/cmd/kube-apiserver "$dest/kube-apiserver" "$version_flags"
 
 build_from_module go.etcd.io/etcd/server/v3 "v$ETCD_VERSION" \
   go.etcd.io/etcd/server/v3 "$dest/etcd"

@@ -30,11 +30,13 @@ from statemachines.cache import (
     object_time,
     pod_identity,
 )
+from statemachines.garbagecollector import GarbageCollector
 from statemachines.job.controller import SyncError, Target, kill_job, kill_target, sync_job
 from statemachines.job.handling import PodOp
 from statemachines.job.machine import handling
 from statemachines.objects import Command, Job, Pod, PodGroup, Queue, job_key
 from statemachines.policies import Request, Resolution, resolve
+from statemachines.queues.controller import QueueController
 from statemachines.records import Decoded, Ignored, TimerRecord
 from statemachines.status import JobCondition, JobState, JobStatus
 from statemachines.timefmt import ZERO_TIME, add, go_duration, normalize
@@ -86,6 +88,9 @@ class Engine:
         self.out: list[o.Output] = []
         self.ignored = 0
         self.spec_changed = False  # the request being handled comes from a change of the job spec
+        # Volcano's other controllers, folds of the same log (statemachines/queues/, garbagecollector.py)
+        self.queue_controller = QueueController(self)
+        self.gc = GarbageCollector(self)
 
     # ------------------------------------------------------------------ plumbing
 
@@ -137,16 +142,20 @@ class Engine:
             self._pod(record.type, obj)
         elif isinstance(obj, Job):
             self._job(record.type, obj, raw)
+            self.gc.job(record.type, obj)
         elif isinstance(obj, PodGroup):
             self._podgroup(record.type, obj)
+            self.queue_controller.podgroup(record.type, obj)
         elif isinstance(obj, Queue):
             self.queues_seen = True
             if record.type == "DELETED":
                 self.queues.pop(obj.metadata.name, None)
             else:
                 self.queues[obj.metadata.name] = obj
+            self.queue_controller.queue(record.type, obj)
         elif isinstance(obj, Command):
             self._command(record.type, obj)
+            self.queue_controller.command(record.type, obj)
         if self.timer_mode == "by-time" and self.timers and self.timers[0][0] <= self.now:
             self.fire_due(self.now)  # a delay <= 0 fires at once, right after the request that set it
         return out
@@ -570,6 +579,15 @@ class Engine:
             if rule_b_cancels(timer, action, task=task, pod=pod, partition=partition):  # type: ignore[arg-type]
                 self._cancel(entry, timer, f"{action} executed")  # type: ignore[arg-type]
 
+    def add_timer(self, timer: Timer) -> None:
+        """Put another controller's timer on the heap (the garbage collector's ttl timers)."""
+        heapq.heappush(self.timers, (timer.due, timer.order, timer))
+        self.timer_index[timer.id] = timer
+
+    def next_timer_order(self) -> int:
+        self._timer_order += 1
+        return self._timer_order
+
     def pending_timers(self) -> list[Timer]:
         return sorted((t for _, _, t in self.timers if not t.cancelled), key=lambda t: (t.due, t.order))
 
@@ -590,6 +608,9 @@ class Engine:
     def _run_timer(self, timer: Timer) -> None:
         self.timer_index.pop(timer.id, None)
         timer.cancelled = True  # fired: it cannot fire again
+        if self.gc.timers.get(timer.job) is timer:
+            self.gc.fire(timer)
+            return
         entry = self.jobs.get(timer.job)
         if entry is None or entry.job is None or entry.status is None:
             return

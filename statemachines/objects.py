@@ -195,6 +195,12 @@ class QueueSpec(Struct, frozen=True, rename="camel", gc=False):
 
 class QueueStatus(Struct, frozen=True, rename="camel", gc=False):
     state: str = ""
+    # PodGroup counts by phase, as the queue controller writes them (statemachines/queues/)
+    pending: int = 0
+    running: int = 0
+    inqueue: int = 0
+    unknown: int = 0
+    completed: int = 0
 
 
 class Queue(Struct, frozen=True, tag_field="kind", tag="Queue", rename="camel", gc=False):

@@ -116,6 +116,97 @@ class Divergence(Output, tag="job.divergence.v1", kw_only=True):
     resource_version: str = ""
 
 
+
+# ------------------------------------------------------------------ scheduler, queue controller, GC
+#
+# The scheduler (statemachines/scheduler/) runs sessions over the scheduler projection of
+# VCBUS_K8S. A session is identified by `seq`: the last VCBUS_K8S record it folded (its
+# cut). Its outputs carry that seq and the session number `session`, so the same cut
+# gives the same outputs and ids. `job` is the vcjob that owns the PodGroup
+# (`<ns>/<vcjob>`, from the PodGroup's owner reference) or, for a PodGroup no vcjob owns,
+# `<ns>/<podgroup>`; queue outputs use `_/<queue>` and session outputs `_/scheduler`.
+
+
+class SchedulingSession(Output, tag="sched.session.v1", kw_only=True):
+    """One scheduling session ran over the projection cut at `seq` (job `_/scheduler`)."""
+
+    session: int  # 1-based session number
+    uid: str  # session UID: the transitionID written into conditions
+    actions: list[str] = []
+    jobs: int = 0
+    nodes: int = 0
+    binds: int = 0
+    evictions: int = 0
+
+
+class JobEnqueued(Output, tag="sched.job.enqueued.v1", kw_only=True):
+    """enqueue admitted a PodGroup: Pending -> Inqueue."""
+
+    session: int = 0
+    podgroup: str
+    queue: str = ""
+
+
+class PodAllocated(Output, tag="sched.pod.allocated.v1", kw_only=True):
+    """A committed allocation: the pod goes to `node` (a Bind command follows)."""
+
+    session: int = 0
+    podgroup: str = ""
+    pod: str
+    uid: str = ""
+    node: str
+    task: str = ""  # the task role (volcano.sh/task-spec)
+    action: str = "allocate"  # allocate | backfill | preempt | reclaim
+
+
+class PodBound(Output, tag="sched.pod.bound.v1", kw_only=True):
+    """The log shows the pod on its node (`spec.nodeName`) after vcbus bound it."""
+
+    session: int = 0
+    podgroup: str = ""
+    pod: str
+    uid: str = ""
+    node: str
+
+
+class PodEvicted(Output, tag="sched.pod.evicted.v1", kw_only=True):
+    """preempt or reclaim chose the pod as a victim (an EvictPod command follows)."""
+
+    session: int = 0
+    podgroup: str = ""
+    pod: str
+    uid: str = ""
+    node: str = ""
+    action: str = ""  # preempt | reclaim
+    preemptor: str = ""  # "<ns>/<pod>" it makes room for
+
+
+class JobUnschedulable(Output, tag="sched.job.unschedulable.v1", kw_only=True):
+    """The gang did not fit: Volcano's `Unschedulable` condition message (its FitError)."""
+
+    session: int = 0
+    podgroup: str
+    reason: str = "NotEnoughResources"
+    message: str = ""
+
+
+class QueueStateChanged(Output, tag="queue.state.changed.v1", kw_only=True):
+    """The queue controller moved a queue's `status.state` (job `_/<queue>`)."""
+
+    queue: str
+    from_state: str = msgspec.field(default="", name="from")
+    to_state: str = msgspec.field(default="", name="to")
+    action: str = ""  # OpenQueue | CloseQueue | SyncQueue
+
+
+class JobExpired(Output, tag="job.ttl.expired.v1", kw_only=True):
+    """The garbage collector: a finished job's ttlSecondsAfterFinished is up (DeleteJob follows)."""
+
+    uid: str = ""
+    finished: str = ""  # when the job finished (its last transition time)
+    ttl_seconds: int = 0
+
+
 DOMAIN_EVENTS = (
     JobObserved,
     JobDeleted,
@@ -127,6 +218,14 @@ DOMAIN_EVENTS = (
     TimerFired,
     SyncFailed,
     Divergence,
+    SchedulingSession,
+    JobEnqueued,
+    PodAllocated,
+    PodBound,
+    PodEvicted,
+    JobUnschedulable,
+    QueueStateChanged,
+    JobExpired,
 )
 
 # ------------------------------------------------------------------ commands
@@ -192,11 +291,21 @@ class DeleteBusCommand(Output, tag="cmd.command.delete.v1", kw_only=True):
 
 
 class RecordEvent(Output, tag="cmd.event.record.v1", kw_only=True):
-    """A Kubernetes Event on the vcjob, with Volcano's reason and message."""
+    """A Kubernetes Event with Volcano's reason and message.
+
+    On the vcjob by default; `kind`/`name` (and `api_version`) name another involved
+    object: a PodGroup or a Pod in the job's namespace, or a cluster-scoped Queue
+    (`job` is then `_/<queue>`). `component` is the event source (vc-controller-manager
+    for the job machine, vc-scheduler for the scheduler).
+    """
 
     event_type: str = "Normal"
     reason: str
     message: str
+    kind: str = ""  # "" = the vcjob; "PodGroup", "Pod", "Queue"
+    name: str = ""
+    api_version: str = ""
+    component: str = ""
 
 
 class PluginHook(Output, tag="cmd.plugins.hook.v1", kw_only=True):
@@ -204,6 +313,66 @@ class PluginHook(Output, tag="cmd.plugins.hook.v1", kw_only=True):
 
     hook: str
     plugins: list[str] = []
+
+
+
+class BindPod(Output, tag="cmd.pod.bind.v1", kw_only=True):
+    """Bind the pod to `node` through the Binding subresource (already bound or gone: done)."""
+
+    name: str
+    uid: str = ""
+    node: str
+
+
+class EvictPod(Output, tag="cmd.pod.evict.v1", kw_only=True):
+    """Delete a victim pod (preempt, reclaim), with a uid precondition."""
+
+    name: str
+    uid: str = ""
+    reason: str = ""  # preempt | reclaim
+
+
+class UpdatePodCondition(Output, tag="cmd.pod.condition.v1", kw_only=True):
+    """Set the pod's `PodScheduled` condition (status False) and, after an eviction, nominatedNodeName."""
+
+    name: str
+    uid: str = ""
+    status: str = "False"
+    reason: str = ""
+    message: str = ""
+    nominated_node: str = ""
+
+
+class UpdatePodGroupStatus(Output, tag="cmd.podgroup.status.v1", kw_only=True):
+    """Replace the PodGroup's status with what the session closed with (only on change)."""
+
+    name: str
+    status: dict[str, Any]  # phase, conditions, running, succeeded, failed (PodGroup status as on the API)
+
+
+class UpdateQueueStatus(Output, tag="cmd.queue.status.v1", kw_only=True):
+    """Merge-patch a Queue's status (job `_/<queue>`): the scheduler writes `allocated`;
+    the queue controller writes `state` and the PodGroup counts. Fields left None are not touched."""
+
+    queue: str
+    state: str | None = None
+    allocated: dict[str, str] | None = None  # Kubernetes quantity strings
+    counts: dict[str, int] | None = None  # pending, running, inqueue, unknown, completed
+
+
+class CreateQueue(Output, tag="cmd.queue.create.v1", kw_only=True):
+    """Create a Queue if it is missing (the default and root queues)."""
+
+    queue: str
+    weight: int = 1
+    reclaimable: bool = True
+    parent: str = ""
+
+
+class DeleteJob(Output, tag="cmd.job.delete.v1", kw_only=True):
+    """Delete a vcjob (the garbage collector), with a uid precondition and foreground propagation (as Volcano's collector)."""
+
+    uid: str = ""
 
 
 COMMANDS = (
@@ -217,6 +386,13 @@ COMMANDS = (
     DeleteBusCommand,
     RecordEvent,
     PluginHook,
+    BindPod,
+    EvictPod,
+    UpdatePodCondition,
+    UpdatePodGroupStatus,
+    UpdateQueueStatus,
+    CreateQueue,
+    DeleteJob,
 )
 
 DomainEvent = Union[
@@ -230,6 +406,14 @@ DomainEvent = Union[
     TimerFired,
     SyncFailed,
     Divergence,
+    SchedulingSession,
+    JobEnqueued,
+    PodAllocated,
+    PodBound,
+    PodEvicted,
+    JobUnschedulable,
+    QueueStateChanged,
+    JobExpired,
 ]
 CommandOut = Union[
     CreatePod,
@@ -242,6 +426,13 @@ CommandOut = Union[
     DeleteBusCommand,
     RecordEvent,
     PluginHook,
+    BindPod,
+    EvictPod,
+    UpdatePodCondition,
+    UpdatePodGroupStatus,
+    UpdateQueueStatus,
+    CreateQueue,
+    DeleteJob,
 ]
 AnyOutput = Union[DomainEvent, CommandOut]
 

@@ -3,7 +3,8 @@
 The bridge runs in-process (its watcher threads talk to the test apiserver,
 its publishes go to the test NATS) and is stopped and started again between
 changes, so these tests check what the issue asks of it: every watch event of
-the five resources lands in VCBUS_K8S once, in order per object, with its
+the seven resources (the scheduler's cluster-scoped nodes and PriorityClasses
+too) lands in VCBUS_K8S once, in order per object, with its
 headers and dedup id; a restarted bridge resumes from the position it stored
 in the KV bucket `vcbus_bridge`; a 410 Gone (etcd compacted, apiserver
 restarted) relists and publishes DELETED for what vanished meanwhile; an
@@ -32,6 +33,7 @@ from typing import Any, NamedTuple
 import pytest
 from nats.js.errors import KeyNotFoundError
 
+from statemachines.records import Ignored, decode
 from vcbus.bus import subjects as s
 from vcbus.bus.connecting import open_bus
 from vcbus.bus.reading import read_stream
@@ -612,3 +614,149 @@ async def test_positions_are_stored_per_namespace(k8s, k8s_namespace, js):
     recs_a = await quiet_then_recs(js, ns_a, seconds=0.5)
     assert [r.short for r in recs_a] == [("ADDED", "Job", "a"), ("ADDED", "Job", "a2")]
     assert_no_repeats(await stream_recs(js))
+
+
+# --------------------------------------------------------------------------- nodes and PriorityClasses (the scheduler's)
+
+
+def node(name: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+            "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}}
+
+
+def priority_class(name: str, value: int = 1000) -> dict:
+    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": value}
+
+
+@pytest.fixture
+def cluster_scoped(k8s):
+    """Names for this test's nodes and PriorityClasses; whatever is left of them is deleted after it."""
+    tag = uuid.uuid4().hex[:8]
+    yield tag
+    api = k8s.api_client()
+    for resource in ("nodes", "priorityclasses"):
+        for obj in api_request(api, "GET", resource_kind(resource).path())["items"]:
+            if tag in obj["metadata"]["name"]:
+                api_request(api, "DELETE", resource_kind(resource).path(None, obj["metadata"]["name"]))
+
+
+def assert_cluster_scoped(recs: list[Rec]) -> None:
+    for r in recs:
+        meta = r.record["object"]["metadata"]
+        assert r.subject == f"vcbus.k8s.{r.kind.lower()}._.{r.name}", r.subject
+        assert r.headers["Nats-Msg-Id"] == f"{meta['uid']}:{meta['resourceVersion']}:{r.type}"
+        assert (r.headers["Vcbus-Kind"], r.headers["Vcbus-Name"], r.headers.get("Vcbus-Namespace", "")) == (
+            r.kind, r.name, "")
+        assert "Vcbus-Job" not in r.headers
+        assert isinstance(decode(json.dumps(r.record).encode()), Ignored)  # the job controller skips them
+
+
+async def test_nodes_and_priority_classes_are_bridged_and_resumed(k8s, k8s_namespace, js, cluster_scoped):
+    api = k8s.api_client()
+    ns = k8s_namespace
+    tag = cluster_scoped
+    n1, n2, pc = f"bridge-n1-{tag}", f"bridge-n2-{tag}", f"bridge-pc-{tag}"
+    names = frozenset({n1, n2, pc})
+    async with bridge_running(js, api, ns) as first:
+        await create(api, "nodes", ns, node(n1))
+        await patch(api, "nodes", ns, n1, {"metadata": {"labels": {"zone": "a"}}})
+        await create(api, "priorityclasses", ns, priority_class(pc))
+        await patch(api, "priorityclasses", ns, pc, {"description": "high"})
+        before = await wait_recs(js, ns, 4, cluster_names=names)
+        await wait_settled(js, first)
+    assert sorted(r.short for r in before) == [
+        ("ADDED", "Node", n1), ("ADDED", "PriorityClass", pc), ("MODIFIED", "Node", n1),
+        ("MODIFIED", "PriorityClass", pc)]
+    # One position per cluster-scoped resource, whatever the bridge's namespace.
+    assert position_key("nodes", ns) == "nodes" and position_key("priorityclasses", ns) == "priorityclasses"
+    assert (await stored(js, "nodes", ns))["resourceVersion"]
+
+    # While no bridge runs: a node goes, another comes, the class changes.
+    await delete(api, "nodes", ns, n1)
+    await create(api, "nodes", ns, node(n2))
+    changed = await patch(api, "priorityclasses", ns, pc, {"description": "higher"})
+    async with bridge_running(js, api, ns) as second:
+        recs = await wait_recs(js, ns, 7, cluster_names=names)
+        await wait_settled(js, second)
+        assert second.watchers["nodes"].relists == 0 and second.watchers["priorityclasses"].relists == 0
+    recs = await quiet_then_recs(js, ns, cluster_names=names, seconds=0.5)
+    after = recs[4:]
+    assert [r.short for r in after if r.kind == "Node"] == [("DELETED", "Node", n1), ("ADDED", "Node", n2)]
+    assert [r.short for r in after if r.kind == "PriorityClass"] == [("MODIFIED", "PriorityClass", pc)]
+    assert next(r for r in after if r.kind == "PriorityClass").rv == rv(changed)
+    assert second.published == 3, "the restarted bridge re-published what the first had stored"
+    assert_cluster_scoped(recs)
+    assert_no_repeats(recs)
+
+
+@pytest.mark.slow
+async def test_410_relists_nodes_and_priority_classes(k8s, k8s_namespace, js, cluster_scoped):
+    api = k8s.api_client()
+    ns = k8s_namespace
+    tag = cluster_scoped
+    gone, kept, pc = f"bridge-gone-{tag}", f"bridge-kept-{tag}", f"bridge-pc-{tag}"
+    names = frozenset({gone, kept, pc})
+    async with bridge_running(js, api, ns) as first:
+        await create(api, "nodes", ns, node(gone))
+        await create(api, "nodes", ns, node(kept))
+        await create(api, "priorityclasses", ns, priority_class(pc))
+        before = await wait_recs(js, ns, 3, cluster_names=names)
+        await wait_settled(js, first)
+    old_rv = max([int((await stored(js, r, ns))["resourceVersion"]) for r in ("nodes", "priorityclasses")])
+    last_known = {r.name: r for r in before}
+
+    await delete(api, "nodes", ns, gone)
+    await patch(api, "nodes", ns, kept, {"metadata": {"labels": {"zone": "b"}}})
+    await delete(api, "priorityclasses", ns, pc)
+    assert await asyncio.to_thread(k8s.compact_etcd) > old_rv
+    await asyncio.to_thread(k8s.stop_apiserver)
+    await asyncio.to_thread(k8s.start_apiserver)
+
+    async with bridge_running(js, api, ns) as second:
+        recs = await wait_recs(js, ns, 6, cluster_names=names, timeout=30)
+        await wait_settled(js, second)
+        assert second.watchers["nodes"].relists == 1 and second.watchers["priorityclasses"].relists == 1
+    recs = await quiet_then_recs(js, ns, cluster_names=names, seconds=0.5)
+    after = recs[3:]
+    assert sorted(r.short for r in after) == [
+        ("DELETED", "Node", gone), ("DELETED", "PriorityClass", pc), ("MODIFIED", "Node", kept)]
+    for name in (gone, pc):  # the DELETED of a relist: the last state the bridge had stored
+        deleted = next(r for r in after if r.name == name)
+        assert deleted.uid == last_known[name].uid and deleted.rv == last_known[name].rv
+    assert_cluster_scoped(recs)
+    assert_no_repeats(recs)
+
+
+async def test_jobs_are_published_after_the_first_list_of_everything_else(k8s, k8s_namespace, js):
+    """Like Volcano's WaitForCacheSync: the decider never sees a job before the queues (pods, ...) that exist.
+
+    Queues are cluster-scoped and listed in name order, so a job decided between
+    two queues of the list could miss its queue; with many queues listed the job's
+    single record would almost always overtake them if the bridge did not hold it.
+    """
+    api = k8s.api_client()
+    ns = k8s_namespace
+    token = uuid.uuid4().hex[:6]
+    queues = frozenset(f"aaa-hold-{token}-{i:02d}" for i in range(30))
+    for name in sorted(queues):
+        await create(api, "queues", ns, queue(name))
+    job = await create(api, "vcjobs", ns, vcjob("j"))
+    await create(api, "pods", ns, pod("j-t-0", "j"))
+    await create(api, "podgroups", ns, podgroup("j", job))
+    await create(api, "commands", ns, command("c", "j"))
+    try:
+        async with bridge_running(js, api, ns) as bridge:
+            recs = await wait_recs(js, ns, 34, cluster_names=queues, timeout=60)
+            await wait_settled(js, bridge, timeout=30)
+            assert all(bridge.listed[r].is_set() for r in bridge.resources)
+        everything = await stream_recs(js)
+    finally:
+        for name in queues:
+            await delete(api, "queues", ns, name)
+    first_job = next(i for i, r in enumerate(everything) if r.kind == "Job")
+    before = everything[:first_job]
+    assert queues <= {r.name for r in before if r.kind == "Queue"}, "a job overtook the queue list"
+    assert {r.kind for r in before if r.kind != "Queue" and r.record["object"]["metadata"].get("namespace") == ns} \
+        >= {"Pod", "PodGroup", "Command"}
+    assert not [r.short for r in everything[first_job:] if r.kind == "Queue"], "queues listed after the job"
+    assert [r.short for r in recs if r.kind == "Job"] == [("ADDED", "Job", "j")]

@@ -9,7 +9,7 @@ import msgspec
 import pytest
 
 from statemachines import outputs as o
-from statemachines.records import decode
+from statemachines.records import Ignored, decode
 from statemachines.status import JobState, JobStatus
 from vcbus.bus import schemas
 from vcbus.bus import subjects as s
@@ -133,10 +133,27 @@ def test_a_watch_record_is_published_compact_without_managed_fields_with_a_dedup
     assert prepare(msg.body, decode(msg.body)).headers["Nats-Msg-Id"] == "u-1:77:MODIFIED"
 
 
-def test_records_the_controller_does_not_read_are_not_published():
+def test_records_vcbus_does_not_read_are_not_published():
     for rec in (b'{"type":"BOOKMARK","object":{"kind":"Pod","metadata":{"resourceVersion":"5"}}}',
-                b'{"type":"ADDED","object":{"apiVersion":"v1","kind":"Node","metadata":{"name":"n"}}}'):
+                b'{"type":"ADDED","object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"n"}}}',
+                b'{"type":"ADDED","object":{"apiVersion":"v2","kind":"Node","metadata":{"name":"n"}}}',
+                b'{"type":"ADDED","object":{"apiVersion":"scheduling.k8s.io/v1","kind":"PriorityClass","metadata":{}}}'):
         assert prepare(rec, decode(rec)) is None
+
+
+def test_nodes_and_priority_classes_are_published_cluster_scoped_for_the_scheduler():
+    node = b'{"type":"MODIFIED","object":{"apiVersion":"v1","kind":"Node","metadata":{"name":"n-1.zone","uid":"u-9","resourceVersion":"12","managedFields":[{}]},"status":{"allocatable":{"cpu":"4"}}}}'
+    pc = b'{"type":"ADDED","object":{"kind":"PriorityClass","metadata":{"name":"high"},"value":1000}}'
+    assert isinstance(decode(node), Ignored) and isinstance(decode(pc), Ignored)  # the job controller skips them
+    msg = prepare(node, decode(node))
+    assert msg is not None and msg.subject == "vcbus.k8s.node._.n-1%2Ezone"
+    assert msg.headers == {"Nats-Msg-Id": "u-9:12:MODIFIED", "Vcbus-Kind": "Node", "Vcbus-Namespace": "",
+                           "Vcbus-Name": "n-1.zone", "Vcbus-Resource-Version": "12", "Vcbus-Type": "MODIFIED"}
+    assert "managedFields" not in json.loads(msg.body)["object"]["metadata"]
+    msg = prepare(pc, decode(pc))
+    assert msg is not None and msg.subject == "vcbus.k8s.priorityclass._.high"
+    assert msg.headers["Nats-Msg-Id"].startswith("sha256:") and "Vcbus-Job" not in msg.headers
+    assert belongs(msg.headers, "ns/j")  # cluster-scoped: part of every job's export
 
 
 def test_a_compact_record_is_kept_byte_for_byte():

@@ -136,7 +136,7 @@ def test_every_manifest_parses_and_every_kustomization_lists_files_that_exist():
     dep = obj(full, "Deployment", "vcbus")
     assert dep["spec"]["replicas"] == 1 and dep["spec"]["strategy"] == {"type": "Recreate"}
     container = dep["spec"]["template"]["spec"]["containers"][0]
-    assert container["args"] == ["up", "--cluster", "--nats", "nats://nats.vcbus-system:4222"]
+    assert container["args"] == ["up", "--cluster", "--no-scheduler", "--nats", "nats://nats.vcbus-system:4222"]
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert dep["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"] is True
     observe_args = obj(observe, "Deployment", "vcbus")["spec"]["template"]["spec"]["containers"][0]["args"]
@@ -288,6 +288,34 @@ def _one_of_each(admin: client.ApiClient, ns: str) -> None:
     custom.create_cluster_custom_object(PG_GROUP, PG_VERSION, "queues", {
         "apiVersion": f"{PG_GROUP}/{PG_VERSION}", "kind": "Queue", "metadata": {"name": ns}, "spec": {"weight": 1}})
     custom.create_namespaced_custom_object(CMD_GROUP, CMD_VERSION, ns, CMD_PLURAL, _command("watched", owner))
+    _node(core, ns)
+    client.SchedulingV1Api(admin).create_priority_class({"metadata": {"name": ns}, "value": 1000})
+    _CLUSTER_SCOPED.append(("PriorityClass", ns))
+
+
+_CLUSTER_SCOPED: list[tuple[str, str]] = []  # (kind, name) made here, deleted after the module
+
+
+def _node(core: client.CoreV1Api, name: str) -> str:
+    """A Node (no kubelet: only its object), for the bridge to list and a BindPod to target."""
+    _create(core.create_node, {"metadata": {"name": name}})
+    _CLUSTER_SCOPED.append(("Node", name))
+    return name
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _delete_nodes_and_priority_classes(k8s):
+    """Other tests schedule onto whatever nodes exist: leave none behind."""
+    yield
+    admin = k8s.api_client()
+    delete = {"Node": client.CoreV1Api(admin).delete_node,
+              "PriorityClass": client.SchedulingV1Api(admin).delete_priority_class}
+    for kind, name in _CLUSTER_SCOPED:
+        try:
+            delete[kind](name)
+        except ApiException as err:
+            if err.status != 404:
+                raise
 
 
 def _command(name: str, target: dict) -> dict:
@@ -344,6 +372,10 @@ def test_the_actuator_applies_every_command_type_as_the_service_account(k8s, dep
     pg_name = f"resnet-dist-train-{uid}"
     apply(o.CreatePodGroup(job=key, seq=1, name=pg_name, job_uid=uid, podgroup=r.podgroup(raw)))
     apply(o.UpdatePodGroup(job=key, seq=2, name=pg_name, min_member=2, min_task_member={"master": 1, "worker": 1}))
+    # The scheduler writes the PodGroup's status and records Events on it (found by a list on its name).
+    apply(o.UpdatePodGroupStatus(job=key, seq=2, name=pg_name, status={"phase": "Inqueue"}))
+    apply(o.RecordEvent(job=key, seq=2, reason="Unschedulable", message="0/3 tasks in gang unschedulable",
+                        event_type="Warning", kind="PodGroup", name=pg_name, component="vc-scheduler"))
     status = initial_status(3, "2026-11-30T08:00:00Z")
     for task, index in (("master", 0), ("worker", 0), ("worker", 1)):
         apply(o.CreatePod(job=key, seq=3, name=f"resnet-dist-train-{task}-{index}", task=task, index=index,
@@ -386,8 +418,34 @@ def test_the_actuator_applies_every_command_type_as_the_service_account(k8s, dep
     apply(o.CreatePVC(job=key, seq=14, name="resnet-dist-train-pvc-rbac", job_uid=uid,
                       claim={"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}))
 
+    # The scheduler's pod commands: PodScheduled (pods/status), a bind (pods/binding), an eviction
+    # (pods/status for its conditions, then delete), an Event on a pod.
+    node = _node(core, f"deploy-act-{ns[-6:]}")
+    master, worker = (core.read_namespaced_pod(f"resnet-dist-train-{p}", ns) for p in ("master-0", "worker-0"))
+    apply(o.UpdatePodCondition(job=key, seq=15, time="2026-11-30T08:00:00Z", name=master.metadata.name,
+                               uid=master.metadata.uid, reason="Unschedulable", message="all nodes are unavailable"))
+    apply(o.BindPod(job=key, seq=16, name=master.metadata.name, uid=master.metadata.uid, node=node))
+    assert core.read_namespaced_pod(master.metadata.name, ns).spec.node_name == node
+    apply(o.RecordEvent(job=key, seq=16, reason="Scheduled", message=f"Successfully assigned {ns}/x to {node}",
+                        kind="Pod", name=master.metadata.name, component="vc-scheduler"))
+    apply(o.EvictPod(job=key, seq=17, time="2026-11-30T08:00:00Z", name=worker.metadata.name,
+                     uid=worker.metadata.uid, reason="preempt"))
+    # The queue controller: the default queue, its status (first without, then with a status), an Event
+    # on the cluster-scoped Queue (namespace default).
+    queue = f"deploy-act-{ns[-6:]}"
+    apply(o.CreateQueue(job=f"_/{queue}", seq=18, queue=queue))
+    apply(o.UpdateQueueStatus(job=f"_/{queue}", seq=19, queue=queue, state="Open"))
+    apply(o.UpdateQueueStatus(job=f"_/{queue}", seq=20, queue=queue, allocated={"cpu": "1"}, counts={"running": 1}))
+    assert custom.get_cluster_custom_object(PG_GROUP, PG_VERSION, "queues", queue)["status"] == {
+        "state": "Open", "allocated": {"cpu": "1"}, "running": 1}
+    apply(o.RecordEvent(job=f"_/{queue}", seq=21, reason="OpenQueue", message="Open queue succeed",
+                        kind="Queue", name=queue))
+    # The garbage collector.
+    apply(o.DeleteJob(job=key, seq=22, uid=uid))
+
     assert {t for t, _ in applied} == set(o.COMMANDS), "a command type is not exercised here"
-    assert core.list_namespaced_event(ns).items[0].reason == "ExecuteAction"
+    assert {e.reason for e in core.list_namespaced_event(ns).items} == {"ExecuteAction", "Unschedulable", "Scheduled"}
+    assert any(e.involved_object.name == queue for e in core.list_namespaced_event("default").items)
 
 
 def test_the_role_refuses_what_the_controller_never_does(k8s, deployed):
@@ -397,8 +455,7 @@ def test_the_role_refuses_what_the_controller_never_does(k8s, deployed):
     _seed_job(custom, ns)
     core.create_namespaced_secret(ns, {"metadata": {"name": "someone-elses"}, "stringData": {"password": "x"}})
     as_sa, core_sa = client.CustomObjectsApi(sa), client.CoreV1Api(sa)
-    # vcjobs belong to their users: no create, update, spec patch or delete.
-    _forbidden(as_sa.delete_namespaced_custom_object, JOB_GROUP, JOB_VERSION, ns, JOB_PLURAL, "resnet-dist-train")
+    # vcjobs belong to their users: no create, update or spec patch (delete: the GC's, ttlSecondsAfterFinished).
     _forbidden(as_sa.patch_namespaced_custom_object, JOB_GROUP, JOB_VERSION, ns, JOB_PLURAL, "resnet-dist-train",
                {"spec": {"minAvailable": 1}})
     _forbidden(as_sa.create_namespaced_custom_object, JOB_GROUP, JOB_VERSION, ns, JOB_PLURAL,
@@ -408,11 +465,19 @@ def test_the_role_refuses_what_the_controller_never_does(k8s, deployed):
     _forbidden(core_sa.list_namespaced_secret, ns)
     _forbidden(core_sa.list_secret_for_all_namespaces)
     _forbidden(core_sa.list_config_map_for_all_namespaces)
-    # Queues are read only; nodes are not read at all (no decision reads them).
-    _forbidden(as_sa.create_cluster_custom_object, PG_GROUP, PG_VERSION, "queues",
-               {"apiVersion": f"{PG_GROUP}/{PG_VERSION}", "kind": "Queue", "metadata": {"name": "q"},
-                "spec": {"weight": 1}})
-    _forbidden(core_sa.list_node)
+    # Queues are created and their status written, never changed otherwise nor deleted; nodes and
+    # PriorityClasses are only read; a PodGroup is never read back one by one.
+    queue = f"deny-{ns[-6:]}"
+    custom.create_cluster_custom_object(PG_GROUP, PG_VERSION, "queues", {
+        "apiVersion": f"{PG_GROUP}/{PG_VERSION}", "kind": "Queue", "metadata": {"name": queue}, "spec": {"weight": 1}})
+    _forbidden(as_sa.patch_cluster_custom_object, PG_GROUP, PG_VERSION, "queues", queue, {"spec": {"weight": 2}})
+    _forbidden(as_sa.delete_cluster_custom_object, PG_GROUP, PG_VERSION, "queues", queue)
+    node = _node(core, f"deny-{ns[-6:]}")
+    _forbidden(core_sa.patch_node, node, {"spec": {"unschedulable": True}})
+    _forbidden(core_sa.delete_node, node)
+    _forbidden(core_sa.create_node, {"metadata": {"name": f"{node}-x"}})
+    _forbidden(client.SchedulingV1Api(sa).create_priority_class, {"metadata": {"name": node}, "value": 1})
+    _forbidden(as_sa.get_namespaced_custom_object, PG_GROUP, PG_VERSION, ns, PG_PLURAL, "resnet-dist-train")
     # Nothing outside the job controller's objects.
     _forbidden(client.AppsV1Api(sa).list_deployment_for_all_namespaces)
     _forbidden(client.RbacAuthorizationV1Api(sa).list_cluster_role)

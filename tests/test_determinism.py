@@ -23,8 +23,10 @@ import msgspec
 import pytest
 
 import tests.test_sm_events
+import tests.test_sm_gc
 import tests.test_sm_phases
 import tests.test_sm_policies
+import tests.test_sm_queues
 import tests.test_sm_quirks
 import tests.test_sm_timelines as timelines
 from statemachines import outputs as o
@@ -168,7 +170,8 @@ def _cases(module) -> list[tuple[str, object, dict]]:
     return out
 
 
-CASES = [c for m in (tests.test_sm_events, tests.test_sm_phases, tests.test_sm_policies, tests.test_sm_quirks)
+CASES = [c for m in (tests.test_sm_events, tests.test_sm_phases, tests.test_sm_policies, tests.test_sm_quirks,
+                     tests.test_sm_queues, tests.test_sm_gc)
          for c in _cases(m)]
 
 

@@ -20,3 +20,17 @@ def test_diagram_nodes_are_exactly_the_ten_phases():
     nodes = set(re.findall(r'state "(\w+)" as', mermaid()))
     assert nodes == {p.value for p in Phase}
     assert len(nodes) == 10
+
+
+def test_queue_diagram_doc_is_current():
+    from statemachines.queues.diagram import document as queue_document
+
+    checked_in = (ROOT / "docs" / "statemachines" / "queue.md").read_text()
+    assert checked_in == queue_document(), "run: make docs"
+
+
+def test_queue_diagram_nodes_are_volcanos_four_states():
+    from statemachines.queues.diagram import mermaid as queue_mermaid
+
+    nodes = set(re.findall(r'state "(\w+)" as', queue_mermaid()))
+    assert nodes == {"Open", "Closing", "Closed", "Unknown"}

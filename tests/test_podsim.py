@@ -162,3 +162,26 @@ def test_podgroup_phase(k8s, k8s_namespace, sim):
     with pytest.raises(KubeApiError) as e:
         sim.set_podgroup_phase(k8s_namespace, "train", "Sideways")
     assert e.value.status == 422
+
+
+def test_without_binding_it_only_runs_pods_someone_else_bound(k8s, k8s_namespace, sim):
+    api = k8s.api_client()
+    ns = k8s_namespace
+    kubelet = PodSimulator(api, binds=False)
+    for name in ("bound-0", "unbound-0"):
+        make_pod(api, ns, name)
+    assert kubelet.schedule(ns) == []
+    kubelet.bind(f"{ns}/bound-0", "podsim-b")  # the scheduler's part, done by the caller
+    out = kubelet.step(ns)
+    assert out == {"bound": [], "started": [(ns, "bound-0")], "reaped": []}
+    assert kubelet.get_pod(ns, "bound-0")["status"]["phase"] == "Running"
+    unbound = kubelet.get_pod(ns, "unbound-0")
+    assert "nodeName" not in unbound["spec"] and unbound["status"]["phase"] == "Pending"
+    assert [p["metadata"]["name"] for p in kubelet.pending_pods(ns)] == ["unbound-0"]
+    for act in (kubelet.start, kubelet.succeed, kubelet.bind):
+        with pytest.raises(RuntimeError, match="binds=False"):
+            act(f"{ns}/unbound-0")
+    assert "nodeName" not in kubelet.get_pod(ns, "unbound-0")["spec"]
+    assert kubelet.succeed(f"{ns}/bound-0")["status"]["phase"] == "Succeeded"
+    # The binding simulator still binds and runs the same pod.
+    assert sim.step(ns)["started"] == [(ns, "unbound-0")]

@@ -422,7 +422,10 @@ def test_only_command_adds_are_consumed(rtype):
 def test_command_target_must_be_a_vcjob(target):
     h = running_job()
     outs = h.feed("ADDED", command("j", "AbortJob", target=target))
-    assert outs == []
+    assert [x for x in outs if x.job == h.key] == [] and h.phase == "Running"
+    # a Queue target is the queue controller's: consumed on `_/<queue>` (tests/test_sm_queues.py)
+    consumed = [(type(x).__name__, x.job) for x in outs]
+    assert consumed == ([("DeleteBusCommand", "_/j")] if target["kind"] == "Queue" else [])
 
 
 def test_command_for_a_job_not_in_the_cache_is_consumed_and_dropped():

@@ -52,6 +52,9 @@ def test_resource_table():
     assert resource_kind("pods").default_label_selector == "volcano.sh/job-name"
     assert resource_kind("queues").path("ignored") == "/apis/scheduling.volcano.sh/v1beta1/queues"
     assert resource_kind("nodes").path() == "/api/v1/nodes"
+    pc = resource_kind("pc")
+    assert pc.path("ignored") == "/apis/scheduling.k8s.io/v1/priorityclasses" and not pc.namespaced
+    assert (pc.api_version, pc.kind) == ("scheduling.k8s.io/v1", "PriorityClass")
     with pytest.raises(ValueError):
         resource_kind("deployments")
 
@@ -221,3 +224,26 @@ def test_relist_after_410_yields_deleted_for_vanished_objects(k8s, k8s_namespace
         # And it keeps watching from the relist.
         api_request(api, "DELETE", CMDS.format(ns=ns) + "/keep")
         assert summary(take(w2, 1)) == [("DELETED", "keep")]
+
+
+def test_synced_once_the_first_list_is_consumed(k8s, k8s_namespace):
+    """`synced` (an informer's HasSynced): the caller has taken the whole first list; at once when resuming."""
+    api = k8s.api_client()
+    ns = k8s_namespace
+    for n in ("a", "b"):
+        api_request(api, "POST", CMDS.format(ns=ns), body=command(n))
+    with ResourceWatcher(api, "commands", namespace=ns) as w:
+        assert w.connected.wait(20)  # listed (both ADDED buffered) and watching
+        assert not w.synced.is_set(), "synced before the caller took anything"
+        take(w, 1)
+        assert not w.synced.is_set(), "synced with half the list still buffered"
+        take(w, 1)
+        assert w.synced.is_set()
+        position = w.resource_version
+    with ResourceWatcher(api, "vcjobs", namespace=ns) as empty:
+        assert empty.connected.wait(20)
+        assert not empty.synced.is_set()
+        assert_quiet(empty, 0.2)  # takes the empty list's position
+        assert empty.synced.is_set()
+    resumed = ResourceWatcher(api, "commands", namespace=ns, resource_version=position)
+    assert resumed.synced.is_set(), "a resumed watcher has no list to wait for"

@@ -1,27 +1,42 @@
-"""Driving a replay: read a log, fold it through the engine and the projections.
+"""Driving a replay: read logs, fold them through the engine and the projections.
 
-`replay_stream` is the loop behind `vcbus replay` (and the benchmark): records
-are read and decoded one at a time, bad ones raise `InvalidRecord` (or are
-counted and reported when `skip_invalid`), outputs feed the history and status
-projections at once and are then dropped. `until` stops before the first
-record past a sequence number or a time ("time travel").
+`replay_inputs` is the loop behind `vcbus replay` (`replay_stream` for one
+input, as the benchmark and the bus tests use it). Records are read and decoded
+one at a time (`vcbus.watchlog.iter_log`, any form kubectl prints), bad ones
+raise `InvalidRecord` (or are counted and reported when `skip_invalid`; a last
+record cut short is always skipped with a warning), outputs feed the history
+and status projections at once and are then dropped. `until` stops before the
+first record past a sequence number or a time ("time travel").
+
+Order: several inputs are merged by resourceVersion (`vcbus.logmerge`). One
+input streams; if it turns out to be out of order across kinds (per-kind
+watches concatenated), the replay starts again from the top with the records
+merged, when the input can be read again (a file; standard input is spooled to
+a temporary file unless `live`). A live replay (`vcbus replay -`, `--follow`)
+cannot take back what it printed: it warns and goes on in input order.
+
+Warnings (merging, snapshots, skipped records, kinds a job needs that the log
+lacks) go to `on_warning`; `on_record(seq, outputs)` sees each record's
+outputs as they are decided (the live timeline). With `interruptible`, Ctrl-C
+ends the fold and the result is what was replayed so far (`interrupted`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
-from typing import BinaryIO, Callable, Iterator
+from typing import BinaryIO, Callable, Iterable, Iterator
 
 from projections.history import HistoryView
 from projections.replay import InputCounts, build_report
 from projections.status import StatusView
 from statemachines.engine import Engine
-from statemachines.objects import Job
+from statemachines.objects import Command, Job, Pod, PodGroup
 from statemachines.records import Ignored, Observed, TimerRecord
 from statemachines.timefmt import normalize
 from vcbus.errors import UserError
-from vcbus.watchlog import InvalidRecord, decode_record, read_records
+from vcbus.logmerge import OrderCheck, merge
+from vcbus.watchlog import InvalidRecord, Item, TruncatedRecord, iter_log
 
 
 class Until:
@@ -51,6 +66,10 @@ class ReplayResult:
         self.statuses = statuses
         self.counts = counts
         self.problems: list[str] = []
+        self.kinds: dict[type, bool] = {}  # the object classes the log has records of
+        self.interrupted = False
+        self.merged = False
+        self.keep_history = True
 
     def report(self, *, job: str | None = None, explain: bool = False) -> dict:
         pending: dict[str, list] = {}
@@ -59,6 +78,35 @@ class ReplayResult:
         return build_report(
             self.counts, self.history, self.statuses, job=job, explain=explain, pending_timers=pending
         )
+
+    def missing_kinds(self, report: dict) -> list[str]:
+        """What a job needs that the log has no record of at all, and what that distorts."""
+        have = self.kinds.get
+        out: list[str] = []
+        if not have(Job) and (have(Pod) or have(PodGroup) or have(Command)):
+            out.append(
+                "the log has no vcjob records (batch.volcano.sh Job) but has pods, podgroups or commands: "
+                "nothing can be decided without the jobs; record vcjobs too (`vcbus record` does)"
+            )
+        if not have(Job):
+            return out
+        if not have(PodGroup) and _decided(report, "CreatePodGroup"):
+            out.append(
+                "the log has no PodGroup records: vcbus never sees a job's podgroup leave Pending (the "
+                "scheduler's Inqueue/Running), so jobs do not get to Running, vcbus creates no pods and a "
+                "restart stays Restarting: phases and pod commands will be wrong; record podgroups too"
+            )
+        if not have(Pod) and _decided(report, "CreatePod"):
+            out.append(
+                "the log has no Pod records: vcbus asked for pods but never sees them pending, running, "
+                "failing or completing, so jobs stay where pod events would have moved them (no PodFailed, "
+                "TaskCompleted, restarts or completion); record pods too"
+            )
+        return out
+
+
+def _decided(report: dict, command: str) -> bool:
+    return any(c["command"] == command for j in report["jobs"] for c in j["commands"])
 
 
 @contextlib.contextmanager
@@ -78,9 +126,17 @@ def fewer_gc_passes() -> Iterator[None]:
         gc.unfreeze()
 
 
-def replay_stream(
-    stream: BinaryIO,
-    source: str,
+class _OutOfOrder(Exception):
+    pass
+
+
+def replay_stream(stream: Iterable[bytes], source: str, **options) -> ReplayResult:
+    """Replay one input (a binary stream or any iterable of lines); see `replay_inputs`."""
+    return replay_inputs([(stream, source)], **options)
+
+
+def replay_inputs(
+    inputs: list[tuple[Iterable[bytes], str]],
     *,
     explain: bool = False,
     until: Until | None = None,
@@ -88,50 +144,218 @@ def replay_stream(
     keep_commands: bool = True,
     keep_history: bool = True,
     on_problem: Callable[[str], None] | None = None,
+    on_warning: Callable[[str], None] | None = None,
+    on_record: Callable[[int, list], None] | None = None,
     engine: Engine | None = None,
+    live: bool = False,
+    interruptible: bool = False,
 ) -> ReplayResult:
-    engine = engine or Engine(explain=explain)
-    history = HistoryView(keep_commands=keep_commands, enabled=keep_history)
-    statuses = StatusView()
-    counts = InputCounts()
-    result = ReplayResult(engine, history, statuses, counts)
     until = until or Until(None)
+    said: set[str] = set()
+    reported: set[str] = set()
+
+    def warn(message: str) -> None:  # once each: a restarted replay meets the same things again
+        if message not in said:
+            said.add(message)
+            if on_warning is not None:
+                on_warning(message)
+
+    def fresh() -> ReplayResult:
+        result = ReplayResult(
+            engine or Engine(explain=explain), HistoryView(keep_commands=keep_commands, enabled=keep_history),
+            StatusView(), InputCounts(),
+        )
+        result.keep_history = keep_history
+        return result
+
+    def invalid(result: ReplayResult, err: InvalidRecord) -> None:
+        if not skip_invalid and not isinstance(err, TruncatedRecord):
+            raise err
+        result.counts.invalid += 1
+        result.problems.append(str(err))
+        if str(err) not in reported:
+            reported.add(str(err))
+            if on_problem is not None:
+                on_problem(str(err))
+
+    result = fresh()
     with fewer_gc_passes():
-        _fold(stream, source, engine, history, statuses, counts, result, until, skip_invalid, on_problem)
+        if len(inputs) > 1:
+            warn(
+                f"merging {len(inputs)} inputs ({', '.join(s for _, s in inputs)}) by resourceVersion; "
+                "record numbers (seq) count records in the merged order"
+            )
+            return _merged(inputs, result, until, invalid, warn, on_record, interruptible)
+        lines, source = inputs[0]
+        how = None if live or engine is not None else _rereadable(lines)
+        spool = _Spool(lines) if how == "spool" else None
+        order = OrderCheck(source)
+        try:
+            _fold(iter_log(spool or lines, source, warn=warn), result, until, invalid, on_record, order, warn,
+                  interruptible, restart=how is not None, scan_rest=how == "seek")
+        except _OutOfOrder:
+            warn(order.found or "")
+            again = fresh()
+            return _merged([(_reread(lines, spool), source)], again, until, invalid, warn, on_record, interruptible)
     return result
 
 
-def _fold(stream, source, engine, history, statuses, counts, result, until, skip_invalid, on_problem) -> None:
-    h_apply = history.apply
-    s_apply = statuses.apply
-    for rec in read_records(stream):
-        if until.seq is not None and rec.seq > until.seq:
-            break
-        try:
-            decoded = decode_record(source, rec)
-        except InvalidRecord as err:
-            if not skip_invalid:
-                raise
-            counts.invalid += 1
-            result.problems.append(str(err))
-            if on_problem is not None:
-                on_problem(str(err))
-            continue
-        if until.time is not None and isinstance(decoded, (Observed, TimerRecord)):
-            when = decoded.time if decoded.time else (
-                engine._object_time(decoded.object) if isinstance(decoded, Observed) else None
-            )
-            if when and normalize(when) > until.time:
+def _rereadable(lines: Iterable[bytes]) -> str | None:
+    """How the input can be read again from the top: "seek" (a file), "spool" (a pipe), or not at all."""
+    seekable = getattr(lines, "seekable", None)
+    if seekable is not None and seekable():
+        return "seek"
+    if hasattr(lines, "read"):
+        return "spool"
+    return None
+
+
+class _Spool:
+    """Lines of a pipe, copied to a temporary file as they are read, so the replay can start again."""
+
+    def __init__(self, lines: Iterable[bytes]) -> None:
+        import tempfile  # only for a pipe that may have to be read again
+
+        self.lines = lines
+        self.file = tempfile.TemporaryFile()  # noqa: SIM115 - closed with the replay's process
+
+    def __iter__(self) -> Iterator[bytes]:
+        write = self.file.write
+        for line in self.lines:
+            write(line)
+            yield line
+
+
+def _reread(lines: Iterable[bytes], spool: _Spool | None) -> Iterable[bytes]:
+    if spool is not None:
+        for _ in spool:  # the rest of the pipe, into the spool
+            pass
+        spool.file.seek(0)
+        return spool.file
+    lines.seek(0)  # type: ignore[attr-defined]
+    return lines
+
+
+def _merged(inputs, result, until, invalid, warn, on_record, interruptible) -> ReplayResult:
+    items, duplicates = merge(inputs, on_invalid=lambda err: invalid(result, err), warn=warn)
+    if duplicates:
+        warn(f"dropped {duplicates} duplicate record(s): the same object, resourceVersion and event type twice")
+    result.merged = True
+    _fold(iter(items), result, until, invalid, on_record, None, warn, interruptible, restart=False, scan_rest=False)
+    return result
+
+
+def _out_of_order(order, kind, rv, seq, other_rv, other_kind, restart, warn) -> bool:
+    """Records out of order across kinds: start again merged (`restart`), else warn; check no more."""
+    found = order.found_at(kind, rv, seq, other_rv, other_kind)
+    if restart:
+        raise _OutOfOrder
+    warn(found.replace(
+        "replaying the records merged by resourceVersion",
+        "this replay cannot start again and goes on in input order, so it may be wrong; "
+        "give the saved per-kind files to `vcbus replay` together to merge them"))
+    return False
+
+
+def _fold(
+    items: Iterator[Item],
+    result: ReplayResult,
+    until: Until,
+    invalid: Callable[[ReplayResult, InvalidRecord], None],
+    on_record: Callable[[int, list], None] | None,
+    order: OrderCheck | None,
+    warn: Callable[[str], None],
+    interruptible: bool,
+    *,
+    restart: bool,
+    scan_rest: bool,
+) -> None:
+    """Fold records into the result. On records out of order across kinds: raise `_OutOfOrder` when
+    the caller can start again (`restart`), else warn once and go on in input order."""
+    engine = result.engine
+    history = result.keep_history  # off: the history projection's apply would only say no
+    h_apply = result.history.apply
+    s_apply = result.statuses.apply
+    counts = result.counts
+    kinds = result.kinds
+    apply = engine.apply
+    stop_seq, stop_time = until.seq, until.time
+    check = order is not None
+    last_kind = None
+    # OrderCheck.check, inlined (it runs for every record): the highest resourceVersion, its kind,
+    # and the highest among the other kinds
+    top_rv, top_kind, other_rv = -1, None, -1
+    try:
+        for seq, data, decoded in items:
+            if stop_seq is not None and seq > stop_seq:
                 break
-        counts.events += 1
-        if isinstance(decoded, Ignored):
-            counts.ignored += 1
-        raw = rec.data if isinstance(decoded, Observed) and isinstance(decoded.object, Job) else None
-        for out in engine.apply(rec.seq, decoded, raw=raw):
-            h_apply(out)
-            s_apply(out)
-    tail = engine.finish(until.time) if until.time is not None else []
+            cls = decoded.__class__
+            raw = None
+            if cls is Observed:
+                obj = decoded.object  # type: ignore[attr-defined]
+                kind = obj.__class__
+                if kind is not last_kind:
+                    last_kind = kind
+                    kinds[kind] = True
+                if kind is Job:
+                    raw = data
+                if check and decoded.time is None:  # type: ignore[attr-defined]
+                    rv = obj.metadata.resource_version
+                    if rv:
+                        try:
+                            n = int(rv)
+                        except ValueError:
+                            n = -1
+                        if n < 0:
+                            pass
+                        elif kind is top_kind:
+                            if n > top_rv:
+                                top_rv = n
+                            elif n < other_rv:
+                                check = _out_of_order(order, kind, n, seq, other_rv, None, restart, warn)
+                        elif n >= top_rv:
+                            other_rv, top_rv, top_kind = top_rv, n, kind
+                        else:
+                            check = _out_of_order(order, kind, n, seq, top_rv, top_kind, restart, warn)
+            elif cls is not Ignored and cls is not TimerRecord:
+                invalid(result, decoded)  # type: ignore[arg-type]
+                continue
+            if stop_time is not None and cls is not Ignored:
+                when = decoded.time or (  # type: ignore[attr-defined]
+                    engine._object_time(decoded.object) if cls is Observed else None  # type: ignore[attr-defined]
+                )
+                if when and normalize(when) > stop_time:
+                    break
+            counts.events += 1  # ignored ones are counted by the engine
+            outs = apply(seq, decoded, raw=raw)  # type: ignore[arg-type]
+            if history:
+                for out in outs:
+                    h_apply(out)
+                    s_apply(out)
+            else:
+                for out in outs:
+                    s_apply(out)
+            if on_record is not None:
+                on_record(seq, outs)
+        else:
+            check = False  # read to the end: nothing left to check
+        if check and scan_rest:  # stopped by --until: the rest of the file may still be out of order
+            order.top_rv, order.top_kind, order.second_rv = top_rv, top_kind, other_rv  # type: ignore[union-attr]
+            for seq, _, decoded in items:
+                if decoded.__class__ is Observed and decoded.time is None:  # type: ignore[attr-defined]
+                    rv = decoded.object.metadata.resource_version  # type: ignore[attr-defined]
+                    if rv.isdigit() and order.check(decoded.object.__class__, int(rv), seq):  # type: ignore
+                        raise _OutOfOrder
+    except KeyboardInterrupt:
+        if not interruptible:
+            raise
+        result.interrupted = True
+        counts.ignored += engine.ignored
+        return
+    tail = engine.finish(stop_time) if stop_time is not None else []
     for out in tail + engine.final_divergences():
         h_apply(out)
         s_apply(out)
+        if on_record is not None and out.seq:
+            on_record(out.seq, [out])
     counts.ignored += engine.ignored

@@ -7,16 +7,26 @@ record is either a whole line, or the lines from a `{` line up to the next
 line that starts with `}` in column 0 (kubectl's layout). Each record comes with
 its 1-based `seq`, the line it starts on and its byte offset, so errors can
 name the place. Nothing is held beyond the current record.
+
+`iter_log` is what `vcbus replay` reads through: it also takes every other
+form kubectl prints (`vcbus.logforms`: `-o yaml` watches, `v1 List`s, JSON
+arrays, plain objects without `--output-watch-events`), decodes each record and
+yields `(record, decoded)` pairs, where `decoded` is an `InvalidRecord` for a
+record that cannot be used. A last record cut short (the log was being written
+when it was copied, or kubectl was killed) comes as a `TruncatedRecord`: the
+caller skips it with a warning and the rest replays.
 """
 
 from __future__ import annotations
 
+import itertools
 import sys
-from typing import BinaryIO, Iterator
+from typing import BinaryIO, Callable, Iterable, Iterator
 
 import msgspec
 
 from statemachines.records import Decoded, RecordError, decode
+from vcbus import logforms
 from vcbus.errors import UserError
 
 
@@ -30,13 +40,18 @@ class RawRecord(msgspec.Struct):
 class InvalidRecord(UserError):
     """A record that cannot be used, with its place in the input."""
 
-    def __init__(self, source: str, rec: RawRecord, message: str) -> None:
+    def __init__(self, source: str, rec: RawRecord, message: str, *, cut: bool = False) -> None:
         super().__init__(f"{source}:{rec.line}: record {rec.seq} (byte {rec.offset}): {message}")
         self.record = rec
         self.detail = message
+        self.cut = cut  # the error a record cut short gives (fatal unless it is the last record)
 
 
-def read_records(stream: BinaryIO) -> Iterator[RawRecord]:
+class TruncatedRecord(InvalidRecord):
+    """The last record of an input, cut short: skipped with a warning, never fatal."""
+
+
+def read_records(stream: Iterable[bytes]) -> Iterator[RawRecord]:
     seq = 0
     line_no = 0
     offset = 0
@@ -86,3 +101,153 @@ def decode_record(source: str, rec: RawRecord) -> Decoded:
         return decode(rec.data)
     except RecordError as err:
         raise InvalidRecord(source, rec, str(err)) from None
+
+
+# ------------------------------------------------------------------ every form, decoded
+
+
+Item = tuple[int, bytes, object]  # (seq, record bytes, Decoded | InvalidRecord)
+
+
+def iter_log(lines: Iterable[bytes], source: str, *, warn: Callable[[str], None] | None = None) -> Iterator[Item]:
+    """The records of one input, decoded, numbered from 1, whatever form kubectl printed them in.
+
+    Raises `UserError` at once when the input is no form of watch log at all
+    (e.g. kubectl's table output); the message names a command that records one.
+    """
+    it = iter(lines)
+    head: list[bytes] = []
+    first = b""
+    for line in it:
+        head.append(line)
+        first = line.strip()
+        if first and not first.startswith(b"#"):
+            break
+    if not first:
+        return
+    form = logforms.sniff(first)
+    if form is None:
+        raise UserError(logforms.unusable_message(source, first))
+    lines = itertools.chain(head, it)
+    snapshots = logforms.Snapshots(source, warn)
+    if form == "json":
+        yield from _json_items(lines, source, snapshots)
+        return
+    values = logforms.array_values(lines, source) if form == "array" else logforms.yaml_values(lines, source)
+    yield from _last_cut_short(_expanded_items(values, source, snapshots), source)
+
+
+def _json_items(lines: Iterable[bytes], source: str, snapshots: logforms.Snapshots) -> Iterator[Item]:
+    """JSON records, pretty or one per line (`read_records`' boundaries): the fast path of every replay.
+
+    A record the fast decode refuses is rescued (`logforms.rescue`: Lists, plain
+    objects) or becomes an `InvalidRecord`, held back until the next record so
+    that a last record cut short can be told apart.
+    """
+    n = 0
+    line_no = offset = 0
+    block: list[bytes] = []
+    block_line = block_offset = 0
+    held: Item | None = None
+    for line in lines:
+        line_no += 1
+        start = offset
+        offset += len(line)
+        if block:
+            block.append(line)
+            if line[:1] != b"}":
+                continue
+            data = b"".join(block)
+            block = []
+            at, at_offset = block_line, block_offset
+        else:
+            data = line.strip()
+            if not data:
+                continue
+            if data[0] == 123 and data[-1] != 125:  # "{" ... not "}": a pretty-printed record starts
+                block = [line]
+                block_line, block_offset = line_no, start
+                continue
+            at, at_offset = line_no, start
+        try:
+            decoded = decode(data)
+        except RecordError as err:
+            for item in _rescued(data, err, n, at, at_offset, source, snapshots):
+                n += 1
+                if held is not None:
+                    yield held
+                    held = None
+                if item[2].__class__ is InvalidRecord:
+                    held = item
+                else:
+                    yield item
+            continue
+        n += 1
+        if held is not None:
+            yield held
+            held = None
+        yield n, data, decoded
+    if block:
+        data = b"".join(block)
+        try:
+            items = [(n + 1, data, decode(data))]
+        except RecordError as err:
+            items = list(_rescued(data, err, n, block_line, block_offset, source, snapshots))
+        for item in items:
+            if held is not None:
+                yield held
+            held = item
+    if held is not None:
+        yield _cut_short(held, source)
+
+
+def _rescued(data, err, n, line, offset, source, snapshots) -> Iterator[Item]:
+    for entry in logforms.rescue(data, err, snapshots):
+        n += 1
+        yield _item(RawRecord(n, line, offset, entry.data), source, entry)
+
+
+def _expanded_items(values: Iterable[logforms.Value], source: str, snapshots: logforms.Snapshots) -> Iterator[Item]:
+    """Records of the YAML and JSON-array forms: each value becomes zero or more watch records."""
+    n = 0
+    for value in values:
+        for entry in logforms.records_of(value, snapshots):
+            n += 1
+            yield _item(RawRecord(n, value.line, value.offset, entry.data), source, entry)
+
+
+def _item(rec: RawRecord, source: str, entry: logforms.Entry) -> Item:
+    error = entry.error
+    if error is None:
+        try:
+            return rec.seq, rec.data, decode(rec.data)
+        except RecordError as err:
+            error = str(err)
+    message = entry.prefix + error
+    if rec.seq == 1 and not entry.prefix and not entry.cut:  # the very first record: maybe not a watch log at all
+        message += f" (is this a watch log? {logforms.RECORD_HINT})"
+    return rec.seq, rec.data, InvalidRecord(source, rec, message, cut=entry.cut)
+
+
+def _last_cut_short(items: Iterator[Item], source: str) -> Iterator[Item]:
+    """Hold an invalid record back until the next one: if none follows and it was cut short, say so."""
+    held: Item | None = None
+    for item in items:
+        if held is not None:
+            yield held
+            held = None
+        if item[2].__class__ is InvalidRecord:
+            held = item
+        else:
+            yield item
+    if held is not None:
+        yield _cut_short(held, source)
+
+
+def _cut_short(item: Item, source: str) -> Item:
+    """The last item of an input: a `TruncatedRecord` if it is an invalid record that was cut short."""
+    err = item[2]
+    if err.__class__ is InvalidRecord and err.cut:  # type: ignore[attr-defined]
+        message = f"the last record is incomplete (the log was cut off while being written): {err.detail}"  # type: ignore
+        return item[0], item[1], TruncatedRecord(source, err.record, message)  # type: ignore[attr-defined]
+    return item

@@ -45,6 +45,7 @@ log = logging.getLogger("vcbus.projector")
 
 BUCKETS = (s.STATUS_BUCKET, s.HISTORY_BUCKET)
 MAX_VALUE = 900_000  # bytes; a history over this drops its oldest actions (fits any server's 1 MB)
+CLUSTER_JOB = s.CLUSTER_SCOPE + "/"  # job key prefix of cluster-scoped outputs (queues, `_/scheduler`)
 _encode = msgspec.json.Encoder().encode
 
 
@@ -79,12 +80,16 @@ class Views:
             self.undecodable += 1
             log.warning("projector: event seq %d is not readable, skipped: %s", seq, err)
             return None
+        if event.job.startswith(CLUSTER_JOB):
+            return None  # the scheduler's sessions and queues (`_/<name>`): not a vcjob, no key
         self.statuses.apply(event, position=seq)
         self.history.apply(event, position=seq)
         if isinstance(event, o.TimerScheduled):
             self.timers.setdefault(event.job, {})[event.timer] = (seq, event)
         elif isinstance(event, (o.TimerCancelled, o.TimerFired)):
             self.timers.get(event.job, {}).pop(event.timer, None)
+        if event.job not in self.history.jobs and event.job not in self.statuses.statuses:
+            return None  # e.g. the scheduler's events about a PodGroup no vcjob owns: no key
         return event.job
 
     def pending_timers(self, job: str) -> list[PendingTimer]:

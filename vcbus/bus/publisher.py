@@ -14,7 +14,10 @@ Subject `vcbus.k8s.<kind>.<namespace>.<name>` and headers:
     Vcbus-Job                <namespace>/<name> of the vcjob the record belongs to (pods,
                              podgroups, commands), absent for queues
 
-Records the controller does not read (bookmarks, other kinds) are not published.
+Nodes (`v1`) and PriorityClasses (`scheduling.k8s.io/v1`) are published too
+(`vcbus.k8s.node._.<name>`, `vcbus.k8s.priorityclass._.<name>`): the job
+controller ignores them (statemachines.records decodes them as Ignored), the
+scheduler folds them. Other records (bookmarks, other kinds) are not published.
 A `TIMER` record (a delayed action firing, appended by the decider) goes to
 `vcbus.k8s.timer.<namespace>.<name>` with msg id `timer:<id>`.
 
@@ -38,7 +41,7 @@ from nats.js.api import PubAck
 
 from statemachines.cache import pod_identity
 from statemachines.objects import Command, Job, Pod, PodGroup
-from statemachines.records import Decoded, Observed, TimerRecord
+from statemachines.records import WATCH_TYPES, Decoded, Ignored, Observed, TimerRecord
 from statemachines.timers import Timer
 from vcbus.bus import subjects as s
 from vcbus.bus.cloudevents import MSG_ID
@@ -86,33 +89,67 @@ def compact_body(data: bytes) -> bytes:
     return _encode(value)
 
 
+# Cluster-scoped kinds only the scheduler reads, with the apiVersion it reads.
+SCHEDULER_KINDS = {"Node": "v1", "PriorityClass": "scheduling.k8s.io/v1"}
+
+
 def prepare(data: bytes, decoded: Decoded) -> Prepared | None:
-    """The message for one decoded record; None for records the controller does not read."""
+    """The message for one decoded record; None for records vcbus does not read."""
     if isinstance(decoded, TimerRecord):
         t = decoded.timer
         return Prepared(s.timer_subject(t.job), compact_body(data), _timer_headers(t.job, t.id))
+    if isinstance(decoded, Ignored):
+        return _scheduler_record(data, decoded)
     if not isinstance(decoded, Observed):
         return None
     obj = decoded.object
     meta = obj.metadata
-    kind = type(obj).__name__
-    body = compact_body(data)
-    if meta.uid and meta.resource_version:
-        msg_id = f"{meta.uid}:{meta.resource_version}:{decoded.type}"
+    return _watch_message(
+        compact_body(data), type(obj).__name__, decoded.type, meta.namespace, meta.name, meta.uid,
+        meta.resource_version, owner_job(obj),
+    )
+
+
+def _scheduler_record(data: bytes, decoded: Ignored) -> Prepared | None:
+    """A Node or PriorityClass watch record (decoded as Ignored by the job controller)."""
+    if decoded.kind not in SCHEDULER_KINDS:
+        return None
+    value = _generic.decode(data)  # decode() has parsed it already: valid JSON
+    if not isinstance(value, dict) or value.get("type") not in WATCH_TYPES:
+        return None
+    obj = value.get("object")
+    if not isinstance(obj, dict):
+        return None
+    kind = obj.get("kind")
+    if obj.get("apiVersion", SCHEDULER_KINDS[kind]) != SCHEDULER_KINDS[kind]:
+        return None
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict) or not meta.get("name") or not isinstance(meta["name"], str):
+        return None
+    return _watch_message(
+        compact_body(data), kind, value["type"], "", meta["name"], str(meta.get("uid") or ""),
+        str(meta.get("resourceVersion") or ""), None,
+    )
+
+
+def _watch_message(
+    body: bytes, kind: str, rtype: str, namespace: str, name: str, uid: str, resource_version: str, job: str | None
+) -> Prepared:
+    if uid and resource_version:
+        msg_id = f"{uid}:{resource_version}:{rtype}"
     else:
         msg_id = "sha256:" + hashlib.sha256(body).hexdigest()
     headers = {
         MSG_ID: msg_id,
         "Vcbus-Kind": kind,
-        "Vcbus-Namespace": meta.namespace,
-        "Vcbus-Name": meta.name,
-        "Vcbus-Resource-Version": meta.resource_version,
-        "Vcbus-Type": decoded.type,
+        "Vcbus-Namespace": namespace,
+        "Vcbus-Name": name,
+        "Vcbus-Resource-Version": resource_version,
+        "Vcbus-Type": rtype,
     }
-    job = owner_job(obj)
     if job:
         headers["Vcbus-Job"] = job
-    return Prepared(s.k8s_subject(kind, meta.namespace, meta.name), body, headers)
+    return Prepared(s.k8s_subject(kind, namespace, name), body, headers)
 
 
 def _timer_headers(job: str, timer_id: str) -> dict[str, str]:
@@ -185,7 +222,7 @@ def check_log(stream: BinaryIO, source: str) -> LogCheck:
     for rec in read_records(stream):
         decoded = decode_record(source, rec)
         counts.records += 1
-        if isinstance(decoded, (Observed, TimerRecord)):
+        if prepare(rec.data, decoded) is not None:
             counts.publishable += 1
         else:
             counts.ignored += 1
@@ -193,7 +230,7 @@ def check_log(stream: BinaryIO, source: str) -> LogCheck:
 
 
 async def publish_records(js: JetStreamContext, stream: BinaryIO, source: str, *, timeout: float = 10.0) -> Publisher:
-    """Publish every record the controller reads; the input should have been checked already."""
+    """Publish every record vcbus reads; the input should have been checked already."""
     pub = Publisher(js, timeout=timeout)
     for rec in read_records(stream):
         msg = prepare(rec.data, decode_record(source, rec))

@@ -17,10 +17,12 @@ from vcbus.errors import UserError
 
 COMMAND_MODULES = [
     "vcbus.cli.replay",
+    "vcbus.cli.record",
     "vcbus.cli.render",
     "vcbus.cli.validate",
     "vcbus.cli.webhook",
     "vcbus.cli.up",
+    "vcbus.cli.scheduler",
     "vcbus.cli.publish",
     "vcbus.cli.status",
     "vcbus.cli.events",
@@ -28,6 +30,8 @@ COMMAND_MODULES = [
     "vcbus.cli.projections",
     "vcbus.cli.divergences",
     "vcbus.cli.demo",
+    "vcbus.cli.schedule",
+    "vcbus.cli.why_pending",
 ]
 
 
@@ -38,8 +42,7 @@ def cli() -> None:
 
     \b
     Debug a job's history offline:
-      kubectl get vcjob,pods,podgroups,queues,commands -A --watch \\
-          --output-watch-events -o json > watch.log
+      vcbus record -A -o watch.log          # Ctrl-C to stop
       vcbus replay watch.log --job default/my-job --explain
     See the whole bus work on embedded defaults:
       vcbus demo

@@ -20,9 +20,10 @@ from vcbus.watchlog import open_input
 HELP = """Publish a recorded watch log into the bus (stream VCBUS_K8S), for the decider to decide.
 
 \b
-FILE is what
-  kubectl get vcjob,pods,podgroups,queues,commands -A --watch --output-watch-events -o json
-prints (pretty-printed or JSON lines), or a `vcbus log export`; - reads stdin.
+FILE is what `vcbus record -A` writes (every kind, in etcd's order), what
+  kubectl get <kind> -A --watch --output-watch-events -o json
+prints for one kind (pretty-printed or JSON lines), or a `vcbus log export`;
+- reads stdin. (Per-kind kubectl logs are not merged here: record with `vcbus record`.)
 
 \b
 The whole file is checked first: a bad record stops with the same message as
@@ -35,7 +36,7 @@ twice is harmless. Bookmarks and kinds vcbus does not read are skipped.
 Examples:
   vcbus publish examples/resnet-dist-train.json
   vcbus publish watch.log --nats nats://127.0.0.1:4222
-  kubectl get vcjob,pods,podgroups,queues,commands -A -w --output-watch-events -o json | vcbus publish -
+  vcbus record -A --for 10m | vcbus publish -
 """
 
 

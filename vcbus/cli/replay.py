@@ -8,19 +8,30 @@ import click
 import msgspec
 
 from vcbus.errors import UserError
-from vcbus.replaying import Until, replay_stream
+from vcbus.replaying import Until, replay_inputs
 from vcbus.watchlog import open_input
 
 HELP = """Replay a log of Kubernetes watch events and show what vcbus decides, job by job.
 
 \b
-FILE is what
-  kubectl get vcjob,pods,podgroups,queues,commands -A --watch \\
-      --output-watch-events -o json
-prints (pretty-printed or one JSON object per line), or a `vcbus log export`.
-Use - to read standard input, e.g. to follow a live cluster:
-  kubectl get vcjob,pods,podgroups,queues,commands -A -w --output-watch-events -o json \\
-      | vcbus replay -
+Record the log with `vcbus record` (every kind vcbus reads, in one merged file):
+  vcbus record -A -o watch.log              # Ctrl-C to stop, or --for 10m
+  vcbus replay watch.log
+kubectl watches one resource type at a time; give its per-kind logs together
+(they are merged by resourceVersion), e.g. from
+  kubectl get vcjobs -A --watch --output-watch-events -o json > vcjobs.log
+  (the same for pods, podgroups, queues, commands)
+  vcbus replay vcjobs.log pods.log podgroups.log queues.log commands.log
+Also read: the same concatenated into one file, `-o yaml` watches, `v1 List`s
+and plain objects (`kubectl get -o json|yaml`, `-w` without
+--output-watch-events: snapshots), JSON arrays, `vcbus log export` output.
+
+\b
+Follow a live cluster: - reads standard input, --follow FILE a file that is
+still being written (like tail -f); each timeline row is printed as soon as
+its record arrives, Ctrl-C prints the final statuses and exits 130:
+  vcbus record -A | vcbus replay -
+  vcbus replay --follow watch.log
 
 \b
 Examples:
@@ -32,7 +43,8 @@ Examples:
   vcbus replay watch.log --json | jq '.jobs[].status.state.phase'
   vcbus replay --nats --job default/resnet-dist-train        # the bus's log (same output as its export)
 
-Exit codes: 0 ok; 1 with --compare when a divergence was found; 2 bad input.
+Exit codes: 0 ok; 1 with --compare when a divergence was found; 2 bad input;
+130 interrupted (Ctrl-C) while reading - or --follow.
 """
 
 
@@ -51,8 +63,12 @@ def _job_option(value: str | None) -> str | None:
     return value
 
 
+def _warn(message: str) -> None:
+    click.echo(f"warning: {message}", err=True)
+
+
 @click.command(help=HELP)
-@click.argument("file", metavar="FILE", required=False)
+@click.argument("files", metavar="[FILE]...", nargs=-1)
 @click.option(
     "--nats",
     "nats",
@@ -62,6 +78,7 @@ def _job_option(value: str | None) -> str | None:
     default=None,
     help="Replay the bus's log (stream VCBUS_K8S) instead of FILE; --nats alone: VCBUS_NATS_URL or the embedded server.",
 )
+@click.option("--follow", "-f", "follow", is_flag=True, help="Keep reading FILE as it grows (like tail -f); Ctrl-C to stop.")
 @click.option("--job", "job", metavar="NS/NAME", help="Only this job (NAME alone means namespace default).")
 @click.option("--until", "until", metavar="SEQ|TIME", help="Stop after record SEQ, or at an RFC 3339 TIME.")
 @click.option("--explain", is_flag=True, help="For each action, which policy matched and why the others did not.")
@@ -72,8 +89,9 @@ def _job_option(value: str | None) -> str | None:
     "--all-actions", is_flag=True, help="Show the default SyncJob resolutions in the timeline too."
 )
 def replay(
-    file: str | None,
+    files: tuple[str, ...],
     nats: str | None,
+    follow: bool,
     job: str | None,
     until: str | None,
     explain: bool,
@@ -84,34 +102,72 @@ def replay(
 ) -> int:
     job_key = _job_option(job)
     stop = Until(until)
+    streams = []
     if nats is not None:
-        if file is not None:
+        if files:
             raise UserError("give FILE or --nats, not both")
+        if follow:
+            raise UserError("--follow reads a file; the bus's log is read with --nats alone")
         from vcbus.bus.logs import open_bus_log
 
-        stream, source = open_bus_log(nats or None)
-    elif file is None:
-        raise UserError("missing FILE (a watch log, - for stdin), or --nats to replay the bus's log")
+        streams.append(open_bus_log(nats or None))
+    elif not files:
+        raise UserError(
+            "missing FILE (a watch log, - for stdin; `vcbus record -A -o watch.log` records one), "
+            "or --nats to replay the bus's log"
+        )
+    elif follow:
+        if len(files) != 1 or files[0] == "-":
+            raise UserError("--follow takes one FILE (standard input, -, is always followed)")
+        from vcbus.following import follow_lines
+
+        path = files[0]
+        open_input(path)[0].close()  # the same clear errors as without --follow
+        streams.append((follow_lines(path, on_reset=_warn), path))
     else:
-        stream, source = open_input(file)
+        if files.count("-") > 1:
+            raise UserError("- (standard input) can be given once")
+        streams.extend(open_input(f) for f in files)
+
+    reading_stdin = len(files) == 1 and files[0] == "-"
+    live = (follow or reading_stdin) and not as_json
+    timeline = None
+    if live:
+        from vcbus.cli.live import LiveTimeline
+
+        timeline = LiveTimeline(job=job_key, explain=explain, all_actions=all_actions)
 
     def problem(msg: str) -> None:
         click.echo(f"warning: skipped {msg}", err=True)
 
     try:
-        result = replay_stream(stream, source, explain=explain, until=stop, skip_invalid=skip_invalid, on_problem=problem)
+        result = replay_inputs(
+            streams, explain=explain, until=stop, skip_invalid=skip_invalid, on_problem=problem,
+            on_warning=_warn, on_record=timeline.on_record if timeline else None,
+            live=live, interruptible=follow or reading_stdin,
+        )
     finally:
-        if stream is not sys.stdin.buffer:
-            stream.close()
+        for stream, _ in streams:
+            if stream is not sys.stdin.buffer and hasattr(stream, "close"):
+                stream.close()
+    source = ", ".join(s for _, s in streams)
     report = result.report(job=job_key, explain=explain)
-    if job_key is not None and not report["jobs"]:
+    if not result.interrupted:
+        for message in result.missing_kinds(report):
+            _warn(f"{source}: {message}")
+    if job_key is not None and not report["jobs"] and not live:
         raise UserError(f"job {job_key} does not appear in {source}", exit_code=1)
     if as_json:
         sys.stdout.buffer.write(msgspec.json.format(msgspec.json.encode(report), indent=2) + b"\n")
     else:
         from vcbus.cli.timeline import print_report
 
-        print_report(report, explain=explain, compare=compare, all_actions=all_actions)
+        if live:
+            click.echo()
+        note = "; interrupted" if result.interrupted else ""
+        print_report(report, explain=explain, compare=compare, all_actions=all_actions, timeline=not live, note=note)
+    if result.interrupted:
+        raise SystemExit(130)
     if compare and any(j["divergences"] for j in report["jobs"]):
         raise SystemExit(1)
     return 0

@@ -53,56 +53,78 @@ def _summarize_commands(cmds: list[dict]) -> list[str]:
     return out
 
 
+Row = tuple[int, int, str, str, Text]  # seq, order within the record, time, what happened, phase
+
+
+def action_row(a: dict, *, explain: bool, all_actions: bool) -> Row | None:
+    if a["action"] == "SyncJob" and not all_actions and not a.get("delay"):
+        return None
+    what = a["event"] or "PodGroup phase change"
+    if a["event"] == "PodFailed":
+        what += f" (exit code {a['exitCode']})"
+    if a["pod"]:
+        what += f" pod {a['pod']}"
+    elif a["task"]:
+        what += f" task {a['task']}"
+    what += f" -> {a['action']}"
+    what += f"  [{a['policy']}]"
+    if a.get("delay"):
+        what += f" after {a['delay']}"
+    if a.get("reason") and a["action"] == "SyncJob":
+        what += f" ({a['reason']})"
+    if explain and a.get("explain"):
+        what += "".join(f"\n    - {line}" for line in a["explain"])
+    return (a["seq"], 0, a["time"], what, Text(""))
+
+
+def phase_row(p: dict) -> Row:
+    text = Text.assemble(_phase(p["from"]), " -> ", _phase(p["to"]))
+    return (p["seq"], 1, p["time"], f"  retryCount {p['retryCount']}, version {p['version']}", text)
+
+
+def command_rows(seq: int, cmds: list[dict]) -> list[Row]:
+    return [(seq, 2, "", line, Text("")) for line in _summarize_commands(cmds)]
+
+
+def divergence_row(d: dict) -> Row:
+    return (d["seq"], 3, d["time"], f"DIVERGENCE {d['field']}: log says {d['recorded']}, vcbus {d['decided']}",
+            Text("!", style="bold red"))
+
+
+def error_row(e: dict) -> Row:
+    return (e["seq"], 3, "", f"sync failed: {e['message']}", Text("!", style="bold red"))
+
+
 def timeline_rows(job: dict, *, explain: bool, all_actions: bool) -> list[tuple[int, str, str, Text]]:
     """(seq, time, what happened, phase) rows, in log order."""
-    rows: list[tuple[int, int, str, str, Text]] = []
+    rows: list[Row] = []
     for a in job["actions"]:
-        if a["action"] == "SyncJob" and not all_actions and not a.get("delay"):
-            continue
-        what = a["event"] or "PodGroup phase change"
-        if a["event"] == "PodFailed":
-            what += f" (exit code {a['exitCode']})"
-        if a["pod"]:
-            what += f" pod {a['pod']}"
-        elif a["task"]:
-            what += f" task {a['task']}"
-        what += f" -> {a['action']}"
-        what += f"  [{a['policy']}]"
-        if a.get("delay"):
-            what += f" after {a['delay']}"
-        if a.get("reason") and a["action"] == "SyncJob":
-            what += f" ({a['reason']})"
-        if explain and a.get("explain"):
-            what += "".join(f"\n    - {line}" for line in a["explain"])
-        rows.append((a["seq"], 0, a["time"], what, Text("")))
-    for p in job["history"]:
-        text = Text.assemble(_phase(p["from"]), " -> ", _phase(p["to"]))
-        rows.append((p["seq"], 1, p["time"], f"  retryCount {p['retryCount']}, version {p['version']}", text))
+        row = action_row(a, explain=explain, all_actions=all_actions)
+        if row is not None:
+            rows.append(row)
+    rows.extend(phase_row(p) for p in job["history"])
     by_seq: dict[int, list[dict]] = {}
     for c in job["commands"]:
         by_seq.setdefault(c["seq"], []).append(c)
     for seq, cmds in by_seq.items():
-        for line in _summarize_commands(cmds):
-            rows.append((seq, 2, "", line, Text("")))
-    for d in job["divergences"]:
-        rows.append(
-            (d["seq"], 3, d["time"], f"DIVERGENCE {d['field']}: log says {d['recorded']}, vcbus {d['decided']}",
-             Text("!", style="bold red"))
-        )
-    for e in job.get("errors", []):
-        rows.append((e["seq"], 3, "", f"sync failed: {e['message']}", Text("!", style="bold red")))
+        rows.extend(command_rows(seq, cmds))
+    rows.extend(divergence_row(d) for d in job["divergences"])
+    rows.extend(error_row(e) for e in job.get("errors", []))
     rows.sort(key=lambda r: (r[0], r[1]))
     return [(seq, time, what, phase) for seq, _, time, what, phase in rows]
 
 
-def print_report(report: dict, *, explain: bool, compare: bool, all_actions: bool) -> None:
+def print_report(
+    report: dict, *, explain: bool, compare: bool, all_actions: bool, timeline: bool = True, note: str = ""
+) -> None:
+    """The report for a person; `timeline=False` leaves the timelines out (a live replay printed them)."""
     console = Console(highlight=False, soft_wrap=False)
     if not console.is_terminal:
         console.width = max(console.width, 160)  # piped to a file or a pager: do not wrap at 80
     inp = report["input"]
     console.print(
         f"[bold]{inp['events']}[/] records read, {inp['ignored']} ignored, {inp['invalid']} invalid; "
-        f"{len(report['jobs'])} job(s)"
+        f"{len(report['jobs'])} job(s){note}"
     )
     for job in report["jobs"]:
         console.print()
@@ -113,14 +135,15 @@ def print_report(report: dict, *, explain: bool, compare: bool, all_actions: boo
         if job.get("deleted"):
             title += "  [dim](deleted)[/]"
         console.print(Text.from_markup(title) if "[" not in job["name"] else Text(title))
-        table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-        table.add_column("seq", justify="right", style="dim")
-        table.add_column("time", style="dim")
-        table.add_column("what happened")
-        table.add_column("phase")
-        for seq, time, what, phase in timeline_rows(job, explain=explain, all_actions=all_actions):
-            table.add_row(str(seq), time, Text(what), phase)
-        console.print(table)
+        if timeline:
+            table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+            table.add_column("seq", justify="right", style="dim")
+            table.add_column("time", style="dim")
+            table.add_column("what happened")
+            table.add_column("phase")
+            for seq, time, what, phase in timeline_rows(job, explain=explain, all_actions=all_actions):
+                table.add_row(str(seq), time, Text(what), phase)
+            console.print(table)
         for t in job.get("pendingTimers", []):
             console.print(f"  pending timer {t['timer']}: {t['action']} due {t['due']} ({t['policy']})")
         status = job["status"] or {}

@@ -1,4 +1,4 @@
-"""`vcbus up`: the bus services (decider, projector) in one process, over a real NATS server."""
+"""`vcbus up`: the bus services (decider, projector, scheduler) in one process, over a real NATS server."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import logging
 import pathlib
 import signal
 import sys
+from typing import Any, NamedTuple
 
 import click
 
@@ -17,10 +18,11 @@ from vcbus.bus.projector import Projector
 from vcbus.errors import UserError
 from vcbus.settings import BusSettings, bus_options, from_flags
 
-SERVICES = ("decider", "projector")
+SERVICES = ("decider", "projector", "scheduler")
+BUS_SERVICES = ("decider", "projector")  # the default without a cluster
 CLUSTER_SERVICES = ("bridge", "actuator")
 
-HELP = """Run vcbus: the decider and the projector, and with a cluster the bridge and the actuator.
+HELP = """Run vcbus: the decider and the projector; with a cluster also the bridge, the scheduler and the actuator.
 
 \b
 Without --nats, vcbus starts its own nats-server (JetStream, fsync on every
@@ -28,18 +30,25 @@ write) over --data-dir and stops it on exit; other vcbus commands on this
 machine then use that server. With --nats URL it uses yours.
 
 \b
-  bridge     Kubernetes watch (vcjobs, pods, podgroups, queues, commands) -> VCBUS_K8S
+  bridge     Kubernetes watch (vcjobs, pods, podgroups, queues, commands, nodes,
+             priorityclasses) -> VCBUS_K8S
   decider    VCBUS_K8S -> state machines -> VCBUS_JOBS (events) + VCBUS_CMDS (commands)
   projector  VCBUS_JOBS -> KV vcbus_status, vcbus_history
-  actuator   VCBUS_CMDS -> Kubernetes (pods, PodGroups, vcjob status, events, plugin objects)
+  scheduler  VCBUS_K8S -> scheduling sessions every --schedule-period ->
+             VCBUS_JOBS (sched.* events) + VCBUS_CMDS (bind, PodGroup/queue status)
+  actuator   VCBUS_CMDS -> Kubernetes (pods, bindings, PodGroups, queues, vcjob status, events)
 
 \b
 The cluster side runs with --kubeconfig PATH, or --cluster (the in-cluster
 service account inside a pod, else $KUBECONFIG / ~/.kube/config). vcbus then
-is the vcjob controller: Volcano's job controller must not run beside it.
-With --observe-only there is no actuator: vcbus runs beside a real Volcano,
-decides what it would have done and records every divergence between its
-phase and the one Volcano wrote (`vcbus divergences`).
+is the vcjob controller and the scheduler: neither Volcano's job controller
+nor its scheduler may run beside it. --no-scheduler keeps Volcano's
+scheduler (vcbus then only controls the jobs). With --observe-only there is
+no actuator and no scheduler: vcbus runs beside a real Volcano (whose
+scheduler places the pods), decides what its job controller would have done
+and records every divergence between its phase and the one Volcano wrote
+(`vcbus divergences`). Without a cluster (recorded logs) the scheduler runs
+only with --service scheduler: the log already holds where pods were placed.
 
 \b
 Examples:
@@ -47,7 +56,9 @@ Examples:
   vcbus up                                   # embedded server; Ctrl-C to stop
   vcbus up --nats nats://nats.example:4222 --service decider
   vcbus up --sync-interval 2m                # NATS' default durability (faster, see docs/operations.md)
-  vcbus up --kubeconfig ~/.kube/config       # the whole controller on a cluster
+  vcbus up --kubeconfig ~/.kube/config       # job controller and scheduler on a cluster
+  vcbus up --cluster --no-scheduler          # job controller only; Volcano's scheduler binds
+  vcbus up --cluster --scheduler-conf sched.yaml --schedule-period 2s
   vcbus up --cluster --observe-only          # beside Volcano: record, decide, compare
 
 Stops cleanly on Ctrl-C / SIGTERM (the record being decided is finished first).
@@ -86,13 +97,25 @@ def duration(text: str, option: str) -> float:
     "services",
     multiple=True,
     type=click.Choice(SERVICES),
-    help="Run only this service (repeatable). Default: all.",
+    help="Run only this service (repeatable). Default: decider and projector, and with a cluster "
+    "(not --observe-only) the scheduler.",
 )
 @click.option("--once", is_flag=True, help="Decide and project what is in the streams, then exit.")
 @click.option("--kubeconfig", metavar="PATH", help="Run the cluster side against this cluster.")
 @click.option("--context", metavar="NAME", help="The kubeconfig context to use (default: its current one).")
 @click.option("--cluster", is_flag=True, help="Run the cluster side: in-cluster config, else the current context.")
-@click.option("--observe-only", is_flag=True, help="Cluster side without the actuator: record and compare only.")
+@click.option(
+    "--observe-only", is_flag=True, help="Cluster side without actuator and scheduler: record and compare only."
+)
+@click.option("--no-scheduler", is_flag=True, help="Do not run the scheduler (Volcano's scheduler places the pods).")
+@click.option(
+    "--scheduler-conf",
+    metavar="FILE",
+    help="The scheduler's config: Volcano's volcano-scheduler.conf YAML (default: the helm install's).",
+)
+@click.option(
+    "--schedule-period", default="1s", show_default=True, help="Time between scheduling sessions (Volcano's flag)."
+)
 @click.option("--namespace", "watch_namespace", metavar="NS", help="Watch only this namespace (default: all).")
 @click.option("--port", type=int, default=0, show_default=True, help="Embedded server's port (0: a free one).")
 @click.option(
@@ -118,6 +141,9 @@ def up(
     context: str | None,
     cluster: bool,
     observe_only: bool,
+    no_scheduler: bool,
+    scheduler_conf: str | None,
+    schedule_period: str,
     watch_namespace: str | None,
     port: int,
     sync_interval: str,
@@ -144,16 +170,51 @@ def up(
         api_client = api_client_for(kubeconfig, context=context)
     elif observe_only:
         raise UserError("--observe-only needs a cluster: add --kubeconfig PATH or --cluster")
+    chosen = choose_services(services, cluster=api_client is not None, observe_only=observe_only, no_scheduler=no_scheduler)
+    scheduler = None
+    if scheduler_conf and "scheduler" not in chosen:
+        raise UserError(
+            f"--scheduler-conf {scheduler_conf}: the scheduler does not run here "
+            f"({', '.join(chosen)}); add --service scheduler, or drop --no-scheduler / --observe-only"
+        )
+    if "scheduler" in chosen:
+        from vcbus.schedconf import load_config
+
+        scheduler = SchedulerOptions(load_config(scheduler_conf), duration(schedule_period, "--schedule-period"))
     asyncio.run(
         _up(
             settings,
-            services or SERVICES,
+            chosen,
             once=once,
             api_client=api_client,
             observe_only=observe_only,
             namespace=watch_namespace,
+            scheduler=scheduler,
         )
     )
+
+
+class SchedulerOptions(NamedTuple):
+    config: Any  # statemachines.scheduler.config.SchedulerConfig
+    period: float = 1.0
+
+
+def choose_services(services: tuple[str, ...], *, cluster: bool, observe_only: bool, no_scheduler: bool) -> tuple[str, ...]:
+    """The bus services to run: the ones asked for, else the defaults of the mode."""
+    if "scheduler" in services:
+        if no_scheduler:
+            raise UserError("--no-scheduler and --service scheduler contradict each other")
+        if observe_only:
+            raise UserError(
+                "--observe-only runs beside Volcano, whose scheduler binds the pods: the vcbus scheduler "
+                "cannot run there (it would bind them too)"
+            )
+        return services
+    if services:
+        return services
+    if cluster and not observe_only and not no_scheduler:
+        return SERVICES
+    return BUS_SERVICES
 
 
 async def _up(
@@ -164,6 +225,7 @@ async def _up(
     api_client=None,
     observe_only: bool = False,
     namespace: str | None = None,
+    scheduler: SchedulerOptions | None = None,
 ) -> None:
     log = logging.getLogger("vcbus")
     stop = asyncio.Event()
@@ -181,14 +243,20 @@ async def _up(
             else:
                 names = services
             log.info("vcbus up: %s; running %s", bus.describe(), ", ".join(names))
-            await run_services(bus, services, stop=stop, once=once, cluster=cluster)
+            await run_services(bus, services, stop=stop, once=once, cluster=cluster, scheduler=scheduler)
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
 
 
 async def run_services(
-    bus: Bus, services: tuple[str, ...], *, stop: asyncio.Event, once: bool, cluster=None
+    bus: Bus,
+    services: tuple[str, ...],
+    *,
+    stop: asyncio.Event,
+    once: bool,
+    cluster=None,
+    scheduler: SchedulerOptions | None = None,
 ) -> None:
     log = logging.getLogger("vcbus")
     engine = None
@@ -201,9 +269,17 @@ async def run_services(
     observing = cluster is not None and cluster.actuator is None
     decider = Decider(bus, engine=engine, publish_commands=not observing) if "decider" in services else None
     projector = Projector(bus) if "projector" in services else None
+    sched = None
+    if "scheduler" in services:
+        from vcbus.bus.scheduling import SchedulerService
+
+        opts = scheduler or SchedulerOptions(None)
+        sched = SchedulerService(bus, period=opts.period, **({"config": opts.config} if opts.config else {}))
     if once:
         if decider is not None:
             await decider.run(stop=stop, until_idle=True)
+        if sched is not None and not stop.is_set():
+            await sched.run(stop=stop, until_idle=True)
         if projector is not None and not stop.is_set():
             await projector.run(stop=stop, until_idle=True)
     else:
@@ -212,6 +288,8 @@ async def run_services(
             tasks.append(asyncio.create_task(decider.run(stop=stop), name="decider"))
         if projector is not None:
             tasks.append(asyncio.create_task(projector.run(stop=stop), name="projector"))
+        if sched is not None:
+            tasks.append(asyncio.create_task(sched.run(stop=stop), name="scheduler"))
         if cluster is not None:
             tasks.extend(cluster.tasks(stop))
         await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
@@ -232,3 +310,20 @@ async def run_services(
         )
     if projector is not None:
         log.info("projector: %d events projected; views at seq %d", projector.written, projector.views.position)
+    if sched is not None:
+        log_scheduler_stats(sched)
+
+
+def log_scheduler_stats(sched) -> None:
+    st = sched.stats
+    logging.getLogger("vcbus").info(
+        "scheduler: %d sessions (last number %d), %d binds, %d evictions, %d outputs stored "
+        "(%d duplicates dropped), %d records skipped",
+        st.sessions,
+        sched.number,
+        st.binds,
+        st.evictions,
+        st.outputs,
+        st.duplicates,
+        st.skipped,
+    )

@@ -8,8 +8,9 @@ redelivers the command, which the actuator applies idempotently. A command
 that fails (API server down, a webhook refusing) is retried with backoff
 before anything after it: commands of one job must happen in order.
 
-Commands carry `Nats-Msg-Id` `<K8S seq>:<index>`; the index names Kubernetes
-Events deterministically, so a redelivered RecordEvent creates nothing new.
+Commands carry `Nats-Msg-Id` `<K8S seq>:<index>` (the scheduler's
+`sched:<seq>:<session>:<index>`); it names Kubernetes Events deterministically,
+so a redelivered RecordEvent creates nothing new.
 """
 
 from __future__ import annotations
@@ -30,9 +31,12 @@ log = logging.getLogger("vcbus.actuator")
 DURABLE = "vcbus-actuator"
 
 
+def _msg_id(msg: Any) -> str:
+    return (msg.headers or {}).get("Nats-Msg-Id", "")
+
+
 def _index(msg: Any) -> int:
-    msg_id = (msg.headers or {}).get("Nats-Msg-Id", "")
-    _, _, index = msg_id.rpartition(":")
+    _, _, index = _msg_id(msg).rpartition(":")
     return int(index) if index.isdigit() else 0
 
 
@@ -90,7 +94,7 @@ class ActuatorService:
         delay = 0.2
         while True:
             try:
-                result = await asyncio.to_thread(self.actuator.apply, cmd, index=index)
+                result = await asyncio.to_thread(self.actuator.apply, cmd, index=index, msg_id=_msg_id(msg))
                 break
             except Exception as err:  # the API server refused or is away: retry, in order
                 self.results["failed"] += 1

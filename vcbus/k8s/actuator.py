@@ -16,13 +16,20 @@ A status write also refreshes the status-mounter ConfigMap of the job (the
 files a pod reads under its mountPoint stay live).
 
 Kubernetes Events get a name derived from the command's causation (job, seq,
-index), so a redelivered RecordEvent creates nothing new. Plugin hooks ask the
-pure plugin code (statemachines.plugins) for the objects to create or delete.
+index), so a redelivered RecordEvent creates nothing new
+(vcbus.k8s.event_recording). Plugin hooks ask the pure plugin code
+(statemachines.plugins) for the objects to create or delete. The scheduler's,
+queue controller's and garbage collector's commands (BindPod, EvictPod,
+UpdatePodCondition, UpdatePodGroupStatus, UpdateQueueStatus, CreateQueue,
+DeleteJob) are in vcbus.k8s.scheduler_commands.
+
+Job keys `_/<name>` are cluster-scoped (queues, the scheduler): only the
+commands about cluster-scoped objects (Queue status, CreateQueue, an event on
+a Queue) apply there; any other command with such a key is dropped and logged.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from typing import Any
 
@@ -32,6 +39,9 @@ from kubernetes.client.rest import ApiException
 from statemachines import outputs as o
 from statemachines import plugins as plugin_hooks
 from statemachines.plugins.ssh import fill_ssh_keys
+from vcbus.bus.subjects import CLUSTER_SCOPE
+from vcbus.k8s.event_recording import COMPONENT, EventRecording
+from vcbus.k8s.scheduler_commands import SchedulerCommands
 from vcbus.sshkeys import generate_ssh_keypair
 
 log = logging.getLogger("vcbus.actuator")
@@ -42,14 +52,16 @@ CMD_GROUP, CMD_VERSION, CMD_PLURAL = "bus.volcano.sh", "v1alpha1", "commands"
 OUT_OF_SYNC_PATCH = [
     {"op": "add", "path": "/metadata/annotations/volcano.sh~1controller-out-of-sync", "value": "true"}
 ]
-COMPONENT = "vc-controller-manager"
+__all__ = ["Actuator", "COMPONENT"]
+# What may carry a cluster-scoped job key `_/<name>`.
+CLUSTER_COMMANDS = (o.UpdateQueueStatus, o.CreateQueue, o.RecordEvent)
 
 
 def _status(err: ApiException) -> int:
     return int(getattr(err, "status", 0) or 0)
 
 
-class Actuator:
+class Actuator(SchedulerCommands, EventRecording):
     """Applies commands with the official `kubernetes` client (synchronous calls)."""
 
     def __init__(self, api_client: client.ApiClient) -> None:
@@ -61,13 +73,21 @@ class Actuator:
 
     # ------------------------------------------------------------------ entry point
 
-    def apply(self, cmd: o.Output, *, index: int = 0) -> str:
-        """Carry `cmd` out; returns "applied", "done" (already so) or "dropped" (stale)."""
+    def apply(self, cmd: o.Output, *, index: int = 0, msg_id: str = "") -> str:
+        """Carry `cmd` out; returns "applied", "done" (already so) or "dropped" (stale).
+
+        `index` and `msg_id` (the command's `Nats-Msg-Id`) name Kubernetes Events.
+        """
         ns, name = cmd.job.split("/", 1)
         handler = getattr(self, "_" + type(cmd).__name__, None)
-        if handler is None:
+        if handler is None or (ns == CLUSTER_SCOPE and not isinstance(cmd, CLUSTER_COMMANDS)):
+            log.warning("actuator: %s for %s dropped: no such command for that key", type(cmd).__name__, cmd.job)
+            self.dropped += 1
             return "dropped"
-        result = handler(ns, name, cmd, index)
+        if isinstance(cmd, o.RecordEvent):
+            result = self._RecordEvent(ns, name, cmd, index, msg_id)
+        else:
+            result = handler(ns, name, cmd, index)
         if result == "dropped":
             self.dropped += 1
         else:
@@ -255,37 +275,6 @@ class Actuator:
             )
         except ApiException as err:
             if _status(err) == 404:
-                return "done"
-            raise
-        return "applied"
-
-    def _RecordEvent(self, ns: str, name: str, cmd: o.RecordEvent, index: int) -> str:
-        job = self._job(ns, name)
-        if job is None:
-            return "dropped"
-        digest = hashlib.sha256(f"{cmd.job}/{cmd.seq}/{index}/{cmd.reason}".encode()).hexdigest()[:16]
-        event = client.CoreV1Event(
-            metadata=client.V1ObjectMeta(name=f"{name}.{digest}", namespace=ns),
-            involved_object=client.V1ObjectReference(
-                api_version=f"{JOB_GROUP}/{JOB_VERSION}",
-                kind="Job",
-                name=name,
-                namespace=ns,
-                uid=job["metadata"]["uid"],
-                resource_version=job["metadata"].get("resourceVersion"),
-            ),
-            reason=cmd.reason,
-            message=cmd.message,
-            type=cmd.event_type,
-            source=client.V1EventSource(component=COMPONENT),
-            count=1,
-            first_timestamp=cmd.time or None,
-            last_timestamp=cmd.time or None,
-        )
-        try:
-            self.core.create_namespaced_event(ns, event)
-        except ApiException as err:
-            if _status(err) == 409:
                 return "done"
             raise
         return "applied"

@@ -2,10 +2,14 @@
 
 One `ResourceWatcher` (vcbus.k8s.watching: list-then-watch, bookmarks, relist
 on 410 Gone with DELETED for what vanished, backoff on errors) per resource
-the controller reads: vcjobs, pods labelled `volcano.sh/job-name`, podgroups,
-queues and commands. Each event becomes a watch record stamped with the time
-the bridge observed it (`"time"`, the event time the state machines use) and
-is published with its dedup id `<uid>:<resourceVersion>:<type>`.
+vcbus reads: vcjobs, pods labelled `volcano.sh/job-name`, podgroups, queues
+and commands (the job controller), and the cluster-scoped nodes and
+priorityclasses (only the scheduler reads those: the job controller's decode
+ignores them, vcbus.bus.publisher publishes them all the same, on
+`vcbus.k8s.node._.<name>` and `vcbus.k8s.priorityclass._.<name>`). Each event
+becomes a watch record stamped with the time the bridge observed it (`"time"`,
+the event time the state machines use) and is published with its dedup id
+`<uid>:<resourceVersion>:<type>`.
 
 Resume: after the publishes of a batch are acknowledged, the watcher's
 position (resourceVersion, and the objects it knows, trimmed to apiVersion,
@@ -14,7 +18,22 @@ while the bridge was away) is stored in the KV bucket `vcbus_bridge`, one key
 per resource (`<resource>.<namespace>` for a namespaced resource watched in
 one namespace). A restarted bridge resumes from there: it repeats nothing it had
 stored (and JetStream drops what it had published but not yet stored).
-Nodes are not watched: no decision of the job controller reads them.
+A cluster-scoped resource has one key whatever the namespace (`nodes`).
+
+Start-up order: Volcano's job controller starts its workers only once every
+informer has synced (`cache.WaitForCacheSync` in
+pkg/controllers/job/job_controller.go), so no job is ever synced against half
+a list of queues, pods or podgroups. The watchers list in parallel, so the
+bridge gives the decider the same guarantee through the log: vcjobs records are
+published only after the first list of every other resource is in the stream
+(a watcher resumed from a stored position has nothing to list). Without it a
+job could land between two queues of the queue list and be terminated for a
+missing queue that exists. Held longer than `HOLD_WARNING` seconds, the bridge
+says which resources it waits for, and why if their watch fails.
+
+The watchers' blocking reads run on the bridge's own threads, one per
+resource: seven of them would alone fill asyncio's default executor
+(min(32, cpus + 4) threads) that the actuator's API calls use.
 """
 
 from __future__ import annotations
@@ -23,6 +42,7 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import msgspec
@@ -34,8 +54,10 @@ from vcbus.k8s.watching import ResourceWatcher, resource_kind
 
 log = logging.getLogger("vcbus.bridge")
 
-RESOURCES = ("vcjobs", "pods", "podgroups", "queues", "commands")
+RESOURCES = ("vcjobs", "pods", "podgroups", "queues", "commands", "nodes", "priorityclasses")
 BRIDGE_BUCKET = "vcbus_bridge"
+HELD_UNTIL_LISTED = ("vcjobs",)  # published once every other resource's first list is in the stream
+HOLD_WARNING = 30.0  # seconds: say what the held resources wait for, every this often
 _enc = msgspec.json.Encoder()
 _dec = msgspec.json.Decoder()
 
@@ -82,6 +104,9 @@ class Bridge:
         self.published = 0
         self.failures = 0
         self.watchers: dict[str, ResourceWatcher] = {}
+        # set once a resource's first list is published and acknowledged (see the module docstring)
+        self.listed: dict[str, asyncio.Event] = {r: asyncio.Event() for r in resources}
+        self._executor: ThreadPoolExecutor | None = None
 
     async def _kv(self):
         try:
@@ -91,6 +116,7 @@ class Bridge:
 
     async def run(self, stop: asyncio.Event) -> None:
         kv = await self._kv()
+        self._executor = ThreadPoolExecutor(max_workers=len(self.resources), thread_name_prefix="bridge")
         tasks = [asyncio.create_task(self._run_one(kv, r, stop), name=f"bridge-{r}") for r in self.resources]
         try:
             await stop.wait()
@@ -102,6 +128,7 @@ class Bridge:
             for t in tasks:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await t
+            self._executor.shutdown(wait=False)
 
     async def _run_one(self, kv: Any, resource: str, stop: asyncio.Event) -> None:
         """Bridge one resource; on a failure (NATS, KV, a bad record) start again from the stored position."""
@@ -138,9 +165,11 @@ class Bridge:
         pending = 0
         saved = watcher.resource_version
         loop = asyncio.get_running_loop()
+        if resource in HELD_UNTIL_LISTED:
+            await self._hold(resource, stop)
         while not stop.is_set():
             try:
-                event = await loop.run_in_executor(None, watcher.next_event, self.idle_flush)
+                event = await loop.run_in_executor(self._executor, watcher.next_event, self.idle_flush)
             except TimeoutError:
                 event = None
             except EOFError:
@@ -159,6 +188,29 @@ class Bridge:
                 saved = await self._save(kv, key, watcher)
             elif event is None and watcher.resource_version != saved:
                 saved = await self._save(kv, key, watcher)  # bookmarks moved the position: keep it
+            if not pending and watcher.synced.is_set() and not self.listed[resource].is_set():
+                self.listed[resource].set()  # everything up to the end of the first list is acknowledged
+                log.info("bridge: %s %s (%d objects); watching from resourceVersion %s", resource,
+                         "listed" if watcher.relists else "resumed", len(watcher.known), watcher.resource_version)
+
+    async def _hold(self, resource: str, stop: asyncio.Event) -> None:
+        """Wait until the first list of every other resource is in the stream (or `stop`)."""
+        loop = asyncio.get_running_loop()
+        since = loop.time()
+        while not stop.is_set():
+            missing = [r for r in self.resources if r != resource and not self.listed[r].is_set()]
+            if not missing:
+                return
+            waits = [asyncio.ensure_future(e.wait()) for e in (stop, *(self.listed[r] for r in missing))]
+            try:
+                done, _ = await asyncio.wait(waits, timeout=HOLD_WARNING, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for w in waits:
+                    w.cancel()
+            if not done:
+                errors = [f"{r}: {w.last_error}" for r in missing if (w := self.watchers.get(r)) and w.last_error]
+                log.warning("bridge: %s held back %.0fs: waiting for the first list of %s%s", resource,
+                            loop.time() - since, ", ".join(missing), f" ({'; '.join(errors)})" if errors else "")
 
     @staticmethod
     async def _save(kv: Any, key: str, watcher: ResourceWatcher) -> str | None:

@@ -9,6 +9,9 @@ both parts through the real API with the official `kubernetes` client:
 * `bind()` / `schedule()` bind unbound pods to a node through the
   `pods/binding` subresource (first fit on cpu/memory/pods requests and
   `nodeSelector`; the apiserver adds the PodScheduled condition);
+  with `binds=False` the simulator is only the kubelet: someone else (vcbus's
+  scheduler) binds, `schedule()` binds nothing, `step()` runs only pods that
+  already have `spec.nodeName`, and starting an unbound pod is an error;
 * `start()` moves a bound pod to Running (containerStatuses with
   `state.running.startedAt`, Ready conditions, pod/host IPs, startTime);
 * `finish()` / `succeed()` / `fail()` terminate its containers with given
@@ -100,12 +103,15 @@ class PodSimulator:
     """Drives nodes and pods through the API like a scheduler + kubelet would. See the module docstring.
 
     `scheduler_names`: only pods whose `spec.schedulerName` is in this set are
-    bound by `schedule()` (None: every unbound pod).
+    bound by `schedule()` (None: every unbound pod). `binds=False`: never bind
+    a pod of its own choice (a scheduler does); `bind(pod, node)` with an
+    explicit node is still the caller's to make.
     """
 
-    def __init__(self, api_client, *, scheduler_names: Iterable[str] | None = None):
+    def __init__(self, api_client, *, scheduler_names: Iterable[str] | None = None, binds: bool = True):
         self.api = api_client
         self.scheduler_names = set(scheduler_names) if scheduler_names is not None else None
+        self.binds = binds
         self._ip_seq = itertools.count(2)
         self._status_subresource: dict[str, bool] = {}
 
@@ -245,6 +251,8 @@ class PodSimulator:
         """Bind one pod (to `node`, or the first node it fits). Returns the node, or None if none fits."""
         ns, name = _pod_ref(pod, namespace)
         if node is None:
+            if not self.binds:
+                raise RuntimeError(f"pod {ns}/{name}: this simulator does not choose nodes (binds=False)")
             obj = pod if isinstance(pod, Mapping) else self.get_pod(ns, name)
             req = _requests(obj)
             node = next((n.name for n in self._nodes() if n.fits(obj, req)), None)
@@ -264,7 +272,9 @@ class PodSimulator:
         )
 
     def schedule(self, namespace: str | None = None, *, label_selector: str | None = None) -> list[tuple[str, str, str]]:
-        """Bind every pending pod that fits somewhere; returns [(namespace, pod, node)]."""
+        """Bind every pending pod that fits somewhere; returns [(namespace, pod, node)] (none if binds=False)."""
+        if not self.binds:
+            return []
         nodes = self._nodes()
         bound = []
         for pod in self.pending_pods(namespace, label_selector=label_selector):
@@ -332,10 +342,12 @@ class PodSimulator:
         return out
 
     def start(self, pod: str | Mapping, *, namespace: str | None = None, ready: bool = True) -> dict:
-        """Pending (bound) -> Running. Binds the pod first if it is not bound yet."""
+        """Pending (bound) -> Running. Binds the pod first if it is not bound yet (an error if binds=False)."""
         ns, name = _pod_ref(pod, namespace)
         obj = self.get_pod(ns, name)
         if not (obj.get("spec") or {}).get("nodeName"):
+            if not self.binds:
+                raise RuntimeError(f"pod {ns}/{name} is not bound (this simulator does not bind: binds=False)")
             if self.bind(obj) is None:
                 raise RuntimeError(f"pod {ns}/{name}: no node fits it")
             obj = self.get_pod(ns, name)
@@ -456,7 +468,7 @@ class PodSimulator:
         return gone
 
     def step(self, namespace: str | None = None, *, label_selector: str | None = None) -> dict[str, list]:
-        """One KWOK-like pass: bind pending pods, start bound ones, reap terminating ones."""
+        """One KWOK-like pass: bind pending pods (unless binds=False), start bound ones, reap terminating ones."""
         bound = self.schedule(namespace, label_selector=label_selector)
         started = []
         for p in self.list_pods(namespace, label_selector=label_selector):

@@ -43,6 +43,11 @@ handling an event and passing it back via `ResourceWatcher.from_snapshot()`
 loses and repeats nothing. Events synthesised by one relist carry the old
 position except the last one, which carries the list's resourceVersion.
 
+`synced` (a `threading.Event`, like an informer's HasSynced) is set once the
+caller has consumed the whole first list, or at once when resuming from a
+position (there is no list to wait for): a consumer feeding several watchers
+into one log can hold one resource back until the others have listed.
+
 This module only yields events; publishing them (e.g. to NATS) is the
 caller's business.
 """
@@ -101,6 +106,7 @@ RESOURCES: dict[str, ResourceKind] = {
         ResourceKind("queues", "scheduling.volcano.sh", "v1beta1", "queues", "Queue", False),
         ResourceKind("commands", "bus.volcano.sh", "v1alpha1", "commands", "Command", True),
         ResourceKind("nodes", "", "v1", "nodes", "Node", False),
+        ResourceKind("priorityclasses", "scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False),
     )
 }
 
@@ -112,6 +118,8 @@ _ALIASES = {
     "queue": "queues", "q": "queues", "queues.scheduling.volcano.sh": "queues",
     "command": "commands", "commands.bus.volcano.sh": "commands",
     "node": "nodes", "no": "nodes",
+    "priorityclass": "priorityclasses", "pc": "priorityclasses",
+    "priorityclasses.scheduling.k8s.io": "priorityclasses",
 }
 
 
@@ -234,6 +242,7 @@ _STOP = object()
 class _Item:
     event: dict | None  # None: position update only (bookmark, empty relist)
     rv: str | None
+    listed: bool = False  # the last item of a relist: consuming it completes the list
 
 
 class ResourceWatcher:
@@ -297,6 +306,9 @@ class ResourceWatcher:
         self.reconnects = 0
         self.bookmarks = 0
         self.connected = threading.Event()
+        self.synced = threading.Event()  # the first list consumed (see the module docstring)
+        if not self._need_list:
+            self.synced.set()
 
     @classmethod
     def from_snapshot(cls, api_client, resource, snapshot: dict, **kw) -> "ResourceWatcher":
@@ -375,6 +387,8 @@ class ResourceWatcher:
                     self._pos_known[uid] = ev["object"]
         if item.rv:
             self._pos_rv = item.rv
+        if item.listed:
+            self.synced.set()
 
     def next_event(self, timeout: float | None = None) -> dict:
         """The next event; `TimeoutError` if none within `timeout` seconds."""
@@ -424,14 +438,14 @@ class ResourceWatcher:
                 if self._stopping.is_set():
                     raise _Stopped() from None
 
-    def _emit(self, type_: str, obj: dict, rv: str | None) -> None:
+    def _emit(self, type_: str, obj: dict, rv: str | None, *, listed: bool = False) -> None:
         uid = obj.get("metadata", {}).get("uid")
         if uid:
             if type_ == "DELETED":
                 self._known.pop(uid, None)
             else:
                 self._known[uid] = obj
-        self._put(_Item({"type": type_, "object": obj}, rv))
+        self._put(_Item({"type": type_, "object": obj}, rv, listed))
 
     def _run(self) -> None:
         backoff = self.backoff_initial
@@ -509,9 +523,9 @@ class ResourceWatcher:
         prev_rv = self._rv
         for i, (t, obj) in enumerate(events):
             last = i == len(events) - 1
-            self._emit(t, obj, list_rv if last else prev_rv)
+            self._emit(t, obj, list_rv if last else prev_rv, listed=last)
         if not events:
-            self._put(_Item(None, list_rv))
+            self._put(_Item(None, list_rv, listed=True))
         self._rv = list_rv
         self._need_list = False
 

@@ -1,0 +1,255 @@
+"""The scheduler projection: Volcano's scheduler cache as a fold of VCBUS_K8S.
+
+`SchedulerCache` folds watch records of Nodes, Queues, PodGroups, Pods and PriorityClasses
+into immutable facts (`statemachines.scheduler.model`); `snapshot()` hands a session a
+consistent cut (shallow copies), so folding can go on while a session runs.
+
+The scheduler's own decisions are folded too (`apply_outputs`), the way Volcano's cache
+assumes its binds before the API server confirms them (`pkg/scheduler/cache/cache.go`):
+
+- BindPod: the pod is `Binding` on its node until a pod record shows `spec.nodeName`
+  (then the pod is simply Bound, and a `PodBound` event is due) or the pod is gone. An
+  assumption older than `BIND_TIMEOUT` seconds of record time (the bind evidently failed)
+  is dropped, the way Volcano resyncs a task whose bind failed.
+- EvictPod: the pod is `Releasing` until a record shows it terminating or gone.
+- UpdatePodGroupStatus / UpdateQueueStatus / CreateQueue: the object as written, until its
+  next record.
+- RecordEvent / UpdatePodCondition: remembered per object and channel, so the next
+  session repeats nothing it already said (Volcano re-emits every second and relies on
+  Kubernetes' event aggregation).
+
+`state()` is the cluster view (what records imply, plus live assumptions); it leaves out
+the emission memory, so "records only" and "outputs, then the records that confirm them"
+give the same state.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from statemachines import outputs as out
+from statemachines import timefmt
+from statemachines.records import RecordError
+from statemachines.scheduler import objects as so
+from statemachines.scheduler.emitted import emission
+from statemachines.scheduler.model import (
+    BINDING,
+    RELEASING,
+    GroupFact,
+    NodeFact,
+    QueueFact,
+    Snapshot,
+)
+from statemachines.scheduler.tasks import TaskFact
+
+BIND_TIMEOUT = 120  # seconds of record time before an unconfirmed bind is forgotten
+DEFAULT_SCHEDULER_NAMES = ("volcano",)
+
+
+class SchedulerCache:
+    """Fold of the watch log into the scheduler's view; see the module docstring."""
+
+    def __init__(self, *, scheduler_names: Iterable[str] = DEFAULT_SCHEDULER_NAMES) -> None:
+        self.scheduler_names = frozenset(scheduler_names)
+        self.position = 0
+        self.time = ""
+        self.nodes: dict[str, NodeFact] = {}
+        self.queues: dict[str, QueueFact] = {}
+        self.groups: dict[str, GroupFact] = {}
+        self.tasks: dict[str, TaskFact] = {}
+        self.classes: dict[str, tuple[int, bool]] = {}
+        self._observed: dict[str, TaskFact] = {}  # pods as their last record shows them
+        self._binds: dict[str, tuple[str, str, str]] = {}  # pod key -> (uid, node, time) assumed Binding
+        self._evicts: dict[str, str] = {}  # pod key -> uid assumed Releasing
+        self.emitted: dict[str, tuple] = {}
+        self.bound: dict[str, str] = {}  # pod key -> node: bound by vcbus, seen on the node, PodBound due
+
+    # ------------------------------------------------------------------ records
+
+    def apply(self, seq: int, data: bytes) -> None:
+        """Fold one watch record (JSON bytes); raise RecordError (and change nothing) if unusable."""
+        record = so.decode(data)
+        self._fold(seq, record)
+
+    def apply_object(self, event_type: str, obj: dict[str, Any], *, seq: int | None = None, time: str | None = None) -> None:
+        """Fold one already parsed object (`seq` defaults to position + 1)."""
+        record = so.from_object(event_type, obj, time)
+        self._fold(self.position + 1 if seq is None else seq, record)
+
+    def _fold(self, seq: int, record: so.Record | None) -> None:
+        if record is not None:
+            when = self.time
+            if record.time:
+                try:
+                    when = timefmt.normalize(record.time)
+                except ValueError:
+                    raise RecordError(f"invalid record time {record.time!r}") from None
+            obj = record.object
+            deleted = record.type == "DELETED"
+            try:
+                if isinstance(obj, so.Pod):
+                    self._pod(obj, deleted)
+                elif isinstance(obj, so.Node):
+                    self._node(obj, deleted, seq)
+                elif isinstance(obj, so.PodGroup):
+                    self._group(obj, deleted)
+                elif isinstance(obj, so.Queue):
+                    self._queue(obj, deleted)
+                elif isinstance(obj, so.PriorityClass):
+                    if deleted:
+                        self.classes.pop(obj.metadata.name, None)
+                    else:
+                        self.classes[obj.metadata.name] = (obj.value, obj.global_default)
+            except ValueError as err:  # a quantity that does not parse
+                raise RecordError(str(err)) from None
+            self.time = when
+        self.position = max(self.position, seq)
+        self._expire_binds()
+
+    def _node(self, node: so.Node, deleted: bool, seq: int) -> None:
+        if deleted:
+            self.nodes.pop(node.metadata.name, None)
+        else:
+            self.nodes[node.metadata.name] = NodeFact(node, seq)
+
+    def _queue(self, queue: so.Queue, deleted: bool) -> None:
+        name = queue.metadata.name
+        fact = None if deleted else QueueFact(queue)
+        if fact is None:
+            self.queues.pop(name, None)
+        else:
+            self.queues[name] = fact
+
+    def _group(self, pg: so.PodGroup, deleted: bool) -> None:
+        key = f"{pg.metadata.namespace}/{pg.metadata.name}"
+        if deleted:
+            self.groups.pop(key, None)
+            self._forget(f"PodGroup:{key}:")
+        else:
+            self.groups[key] = GroupFact(pg)
+
+    def _pod(self, pod: so.Pod, deleted: bool) -> None:
+        meta = pod.metadata
+        key = f"{meta.namespace}/{meta.name}"
+        responsible = pod.spec.scheduler_name in self.scheduler_names or bool(pod.spec.node_name)
+        if deleted or not responsible:
+            self._observed.pop(key, None)
+            self.tasks.pop(key, None)
+            self._binds.pop(key, None)
+            self._evicts.pop(key, None)
+            self.bound.pop(key, None)
+            self._forget(f"Pod:{key}:")
+            return
+        fact = TaskFact(pod)
+        self._observed[key] = fact
+        bind = self._binds.get(key)
+        if bind is not None and (bind[0] != fact.uid or fact.node or fact.status != "Pending"):
+            del self._binds[key]
+            if bind[0] == fact.uid and fact.node:
+                self.bound[key] = fact.node
+        evict = self._evicts.get(key)
+        if evict is not None and (evict != fact.uid or fact.status not in ("Pending", "Bound", "Running")):
+            del self._evicts[key]
+        self.tasks[key] = self._assumed(key, fact)
+
+    def _assumed(self, key: str, fact: TaskFact) -> TaskFact:
+        if key in self._evicts:
+            return fact.with_state(RELEASING, fact.node)
+        bind = self._binds.get(key)
+        if bind is not None:
+            return fact.with_state(BINDING, bind[1])
+        return fact
+
+    def _forget(self, prefix: str) -> None:
+        for k in [k for k in self.emitted if k.startswith(prefix)]:
+            del self.emitted[k]
+
+    def _expire_binds(self) -> None:
+        """Forget binds older than BIND_TIMEOUT of record time (oldest first: binds are assumed in
+        time order, so this stops at the first one still young)."""
+        if not self._binds or not self.time:
+            return
+        now = timefmt.parse(self.time)
+        expired = []
+        for key, (_, _, when) in self._binds.items():
+            if not when or now - timefmt.parse(when) <= BIND_TIMEOUT:
+                break
+            expired.append(key)
+        for key in expired:
+            del self._binds[key]
+            observed = self._observed.get(key)
+            if observed is not None:
+                self.tasks[key] = self._assumed(key, observed)
+
+    # ------------------------------------------------------------------ own decisions
+
+    def apply_outputs(self, outputs: Iterable[out.Output]) -> None:
+        """Fold the scheduler's own outputs (see the module docstring)."""
+        for o in outputs:
+            ns = o.job.split("/", 1)[0]
+            if isinstance(o, out.BindPod):
+                key = f"{ns}/{o.name}"
+                observed = self._observed.get(key)
+                if observed is None or (o.uid and observed.uid != o.uid) or observed.node:
+                    continue
+                self._binds.pop(key, None)  # re-inserted at the end: the dict stays in time order
+                self._binds[key] = (observed.uid, o.node, o.time or self.time)
+                self.tasks[key] = self._assumed(key, observed)
+            elif isinstance(o, out.EvictPod):
+                key = f"{ns}/{o.name}"
+                observed = self._observed.get(key)
+                if observed is None or (o.uid and observed.uid != o.uid):
+                    continue
+                self._evicts[key] = observed.uid
+                self.tasks[key] = self._assumed(key, observed)
+            elif isinstance(o, out.UpdatePodGroupStatus):
+                key = f"{ns}/{o.name}"
+                group = self.groups.get(key)
+                if group is not None:
+                    self.groups[key] = group.with_status(o.status)
+            elif isinstance(o, out.UpdateQueueStatus):
+                queue = self.queues.get(o.queue)
+                if queue is not None:
+                    self.queues[o.queue] = queue.with_status(o.state, o.allocated)
+            elif isinstance(o, out.CreateQueue):
+                if o.queue not in self.queues:
+                    self.queues[o.queue] = QueueFact.assumed(o.queue, o.weight, o.reclaimable, o.parent)
+            elif isinstance(o, (out.RecordEvent, out.UpdatePodCondition)):
+                tracked = emission(o)
+                if tracked is not None:
+                    self.emitted[tracked[0]] = tracked[1]
+            elif isinstance(o, out.PodBound):
+                self.bound.pop(f"{ns}/{o.pod}", None)
+
+    # ------------------------------------------------------------------ reading
+
+    def snapshot(self) -> Snapshot:
+        """A consistent cut for one session (shallow copies of immutable facts)."""
+        default = 0
+        for name in sorted(self.classes):
+            value, global_default = self.classes[name]
+            if global_default:
+                default = value
+                break
+        return Snapshot(
+            nodes=dict(self.nodes),
+            queues=dict(self.queues),
+            groups=dict(self.groups),
+            tasks=dict(self.tasks),
+            priority_classes={name: value for name, (value, _) in self.classes.items()},
+            default_priority=default,
+            emitted=dict(self.emitted),
+            bound=dict(self.bound),
+            time=self.time,
+            seq=self.position,
+        )
+
+    def state(self) -> dict[str, Any]:
+        """Canonical JSON-able dump of the cluster view (sorted), for rebuilt == live checks."""
+        return {
+            "nodes": {k: self.nodes[k].dump() for k in sorted(self.nodes)},
+            "queues": {k: self.queues[k].dump() for k in sorted(self.queues)},
+            "podgroups": {k: self.groups[k].dump() for k in sorted(self.groups)},
+            "pods": {k: self.tasks[k].dump() for k in sorted(self.tasks)},
+            "priorityClasses": {k: list(self.classes[k]) for k in sorted(self.classes)},
+        }

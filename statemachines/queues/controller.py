@@ -1,0 +1,354 @@
+"""Volcano's queue controller as a fold: Queue, PodGroup and Command records in, queue decisions out.
+
+Volcano: `pkg/controllers/queue/queue_controller.go` (workers, Command handling),
+`queue_controller_handler.go` (what enqueues a request), `queue_controller_action.go`
+(syncQueue, openQueue, closeQueue and the hierarchy), `state/*.go` (the machine,
+statemachines/queues/machine.py). Requests:
+
+- a Queue ADDED (or first seen), or its `spec.parent` changed: SyncQueue;
+- a PodGroup added, deleted, or its `status.phase` changed: SyncQueue on `spec.queue`;
+- a `bus.volcano.sh` Command whose target is a `scheduling.volcano.sh/v1beta1` Queue
+  (ADDED only): the Command is deleted (`DeleteBusCommand`), then its action runs.
+
+Requests a request makes (the hierarchy: closing a parent closes its open children,
+reopening it reopens those it closed) are handled in order right after it, within the
+same record: one FIFO, as Volcano's work queue, but without its concurrency.
+
+The state is the queue's `status.state` as the log shows it, overlaid by our own
+writes until they come back (a record that shows a state we wrote, or the one before
+our writes, is our write lagging; anything else is someone else's write and is
+adopted, as Volcano's lister would). Outputs (job `_/<queue>`): `UpdateQueueStatus`
+(state and PodGroup counts, only when they change), `QueueStateChanged`, and
+`RecordEvent` on the Queue where Volcano records one.
+
+Where vcbus differs (docs/queues.md): the `volcano.sh/closed-by-parent` annotation and
+the `spec.parent: root` default are kept in this fold, not written to the Queue (no
+command patches queue metadata or spec); a request that would fail and be retried
+(opening under a closed parent, an invalid state) records Volcano's final Warning event
+at once instead of after `--max-requeue-num` retries; a missing parent skips the
+hierarchy check instead of retrying it.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from statemachines import outputs as o
+from statemachines.objects import Command, PodGroup, Queue
+from statemachines.queues.machine import (
+    CLOSE_QUEUE,
+    CLOSED_OR_CLOSING,
+    FN_CLOSE,
+    FN_OPEN,
+    OPEN,
+    OPEN_QUEUE,
+    SYNC_QUEUE,
+    Check,
+    UnknownState,
+    fire,
+    handling,
+    trigger_of,
+)
+
+QUEUE_API_VERSION = "scheduling.volcano.sh/v1beta1"
+CLOSED_BY_PARENT = "volcano.sh/closed-by-parent"
+ROOT = "root"
+COMPONENT = "vc-controller-manager"
+OUT_OF_SYNC = "OutOfSync"
+COMMAND_ISSUED = "CommandIssued"
+COUNTED = ("Pending", "Running", "Inqueue", "Unknown", "Completed")
+COUNT_FIELDS = ("pending", "running", "inqueue", "unknown", "completed")
+_INDEX = {phase: i for i, phase in enumerate(COUNTED)}
+ZERO = (0, 0, 0, 0, 0)
+MAX_TRAIL = 32  # our writes not yet seen back; older ones are forgotten
+MAX_REQUESTS = 10_000  # per record: a cycle in the hierarchy must not hang the fold
+
+Status = tuple[str, tuple[int, ...]]  # (state, counts in COUNT_FIELDS order)
+
+
+class QueueEntry:
+    __slots__ = ("name", "uid", "parent", "state", "counts", "trail", "closed_by_parent")
+
+    def __init__(self, name: str, uid: str, parent: str, recorded: Status) -> None:
+        self.name = name
+        self.uid = uid
+        self.parent = parent
+        self.state, self.counts = recorded
+        self.trail: list[Status] = [recorded]  # the last recorded status, then our writes since
+        self.closed_by_parent = False
+
+    @property
+    def effective_parent(self) -> str:
+        """`spec.parent`, with Volcano's default (updateQueueParent writes `root`)."""
+        return self.parent or ("" if self.name == ROOT else ROOT)
+
+
+def recorded_status(q: Queue) -> Status:
+    s = q.status
+    return s.state, (s.pending, s.running, s.inqueue, s.unknown, s.completed)
+
+
+def is_queue_reference(ref: Any) -> bool:
+    """Volcano's IsQueueReference: the Command targets a scheduling.volcano.sh/v1beta1 Queue."""
+    return ref is not None and ref.api_version == QUEUE_API_VERSION and ref.kind == "Queue"
+
+
+def queue_key(name: str) -> str:
+    return f"_/{name}"
+
+
+class QueueController:
+    """The queue controller's decisions; outputs go to `host.out`, stamped with `host.seq`/`host.now`."""
+
+    def __init__(self, host: Any) -> None:
+        self.host = host
+        self.queues: dict[str, QueueEntry] = {}
+        self.members: dict[str, set[str]] = {}  # queue -> PodGroup keys (Volcano's c.podGroups)
+        self.counts: dict[str, list[int]] = {}  # queue -> counts of its members by phase
+        self.pg_phase: dict[str, str] = {}  # PodGroup key -> status.phase (Volcano's lister)
+        self.pg_queues: dict[str, set[str]] = {}  # PodGroup key -> the queues listing it
+        self.consumed: set[str] = set()  # Command uids already consumed
+        self._requests: deque[tuple[str, str, str]] = deque()
+        self._draining = False
+
+    # ------------------------------------------------------------------ output
+
+    def emit(self, cls: type, queue: str, /, **fields: Any) -> None:
+        self.host.out.append(cls(job=queue_key(queue), seq=self.host.seq, time=self.host.now, **fields))
+
+    def record_event(self, queue: str, reason: str, message: str, *, event_type: str = "Normal") -> None:
+        self.emit(
+            o.RecordEvent,
+            queue,
+            event_type=event_type,
+            reason=reason,
+            message=message,
+            kind="Queue",
+            name=queue,
+            api_version=QUEUE_API_VERSION,
+            component=COMPONENT,
+        )
+
+    # ------------------------------------------------------------------ input (queue_controller_handler.go)
+
+    def queue(self, rtype: str, q: Queue) -> None:
+        meta = q.metadata
+        name = meta.name
+        if rtype == "DELETED":
+            self.queues.pop(name, None)
+            for key in self.members.pop(name, ()):  # deleteQueue forgets the queue's PodGroups
+                self.pg_queues.get(key, set()).discard(name)
+            self.counts.pop(name, None)
+            return
+        recorded = recorded_status(q)
+        entry = self.queues.get(name)
+        annotation = (meta.annotations or {}).get(CLOSED_BY_PARENT)
+        if entry is None or (entry.uid and meta.uid and entry.uid != meta.uid):
+            entry = self.queues[name] = QueueEntry(name, meta.uid, q.spec.parent, recorded)
+            entry.closed_by_parent = annotation == "true"
+            self.request(name, SYNC_QUEUE, OUT_OF_SYNC)
+            return
+        self._observe(entry, recorded)
+        if annotation is not None:
+            entry.closed_by_parent = annotation == "true"
+        old_parent, entry.parent = entry.parent, q.spec.parent
+        if rtype == "ADDED" or old_parent != entry.parent:
+            self.request(name, SYNC_QUEUE, OUT_OF_SYNC)
+
+    def _observe(self, entry: QueueEntry, recorded: Status) -> None:
+        """A recorded status: our write coming back (it is on the trail), or someone else's (adopted)."""
+        trail = entry.trail
+        if recorded in trail:
+            del trail[: trail.index(recorded)]
+            return
+        entry.state, entry.counts = recorded
+        entry.trail = [recorded]
+
+    def podgroup(self, rtype: str, pg: PodGroup) -> None:
+        meta = pg.metadata
+        key = f"{meta.namespace}/{meta.name}"
+        queue = pg.spec.queue
+        if rtype == "DELETED":
+            self._forget_podgroup(key)
+            self.request(queue, SYNC_QUEUE, OUT_OF_SYNC)
+            return
+        phase = pg.status.phase
+        old = self.pg_phase.get(key)
+        if old is not None and rtype == "MODIFIED" and old == phase:
+            return  # updatePodGroup: only a phase change counts
+        self._set_phase(key, phase)
+        self._list(queue, key)
+        self.request(queue, SYNC_QUEUE, OUT_OF_SYNC)
+
+    def command(self, rtype: str, cmd: Command) -> None:
+        meta = cmd.metadata
+        if rtype == "DELETED":
+            self.consumed.discard(meta.uid)
+            return
+        if rtype != "ADDED" or not is_queue_reference(cmd.target):
+            return
+        if meta.uid and meta.uid in self.consumed:
+            return  # deleted already: Volcano's Delete gets NotFound and stops
+        self.consumed.add(meta.uid)
+        target = cmd.target.name  # type: ignore[union-attr]
+        self.emit(o.DeleteBusCommand, target, name=meta.name, namespace=meta.namespace)
+        self.request(target, cmd.action, COMMAND_ISSUED)
+
+    # ------------------------------------------------------------------ PodGroup bookkeeping
+
+    def _set_phase(self, key: str, phase: str) -> None:
+        old = self.pg_phase.get(key)
+        self.pg_phase[key] = phase
+        for queue in self.pg_queues.get(key, ()):
+            self._count(queue, old, -1)
+            self._count(queue, phase, +1)
+
+    def _list(self, queue: str, key: str) -> None:
+        listed = self.pg_queues.setdefault(key, set())
+        if queue in listed:
+            return
+        listed.add(queue)
+        self.members.setdefault(queue, set()).add(key)
+        self._count(queue, self.pg_phase.get(key), +1)
+
+    def _forget_podgroup(self, key: str) -> None:
+        phase = self.pg_phase.pop(key, None)
+        for queue in self.pg_queues.pop(key, ()):
+            self.members.get(queue, set()).discard(key)
+            self._count(queue, phase, -1)
+
+    def _count(self, queue: str, phase: str | None, delta: int) -> None:
+        i = _INDEX.get(phase) if phase is not None else None
+        if i is not None:
+            counts = self.counts.setdefault(queue, [0, 0, 0, 0, 0])
+            counts[i] += delta
+
+    def podgroups_of(self, queue: str) -> int:
+        return len(self.members.get(queue, ()))
+
+    def counts_of(self, queue: str) -> tuple[int, ...]:
+        counts = self.counts.get(queue)
+        return tuple(counts) if counts is not None else ZERO
+
+    # ------------------------------------------------------------------ the worker (queue_controller.go)
+
+    def request(self, queue: str, action: str, event: str) -> None:
+        self._requests.append((queue, action, event))
+        if self._draining:
+            return
+        self._draining = True
+        try:
+            handled = 0
+            while self._requests and handled < MAX_REQUESTS:
+                handled += 1
+                self._handle(*self._requests.popleft())
+            self._requests.clear()
+        finally:
+            self._draining = False
+
+    def _handle(self, name: str, action: str, event: str) -> None:
+        entry = self.queues.get(name)
+        if entry is None:
+            return  # handleQueue: the queue is gone (or not yet seen): nothing to do
+        try:
+            fn = handling(entry.state, action)
+        except UnknownState:
+            self._failed(name, action, event, f"queue {name} state {entry.state} is invalid", wrapped=False)
+            return
+        trigger = trigger_of(action)
+        if fn == FN_OPEN:
+            self._open(entry, action, event)
+        elif fn == FN_CLOSE:
+            self._close(entry)
+        else:
+            self._sync(entry, trigger)
+
+    def _failed(self, name: str, action: str, event: str, err: str, *, wrapped: bool = True) -> None:
+        """handleQueueErr after the last retry: a Warning event named after the action."""
+        if wrapped:
+            err = f"sync queue {name} failed for {err}, event is {event}, action is {action}"
+        self.record_event(name, action, f"{action} queue failed for {err}", event_type="Warning")
+
+    # ------------------------------------------------------------------ queue functions (queue_controller_action.go)
+
+    def _write(self, entry: QueueEntry, state: str, counts: tuple[int, ...] | None, fn: str) -> bool:
+        """Write the status if it changes; True when the state moved."""
+        new_counts = entry.counts if counts is None else counts
+        if (state, new_counts) == (entry.state, entry.counts):
+            return False
+        old = entry.state
+        entry.state, entry.counts = state, new_counts
+        entry.trail.append((state, new_counts))
+        if len(entry.trail) > MAX_TRAIL:
+            del entry.trail[0]
+        self.emit(
+            o.UpdateQueueStatus,
+            entry.name,
+            queue=entry.name,
+            state=state,
+            counts=dict(zip(COUNT_FIELDS, new_counts)) if counts is not None else None,
+        )
+        if old == state:
+            return False
+        self.emit(o.QueueStateChanged, entry.name, queue=entry.name, from_state=old, to_state=state, action=fn)
+        return True
+
+    def _sync(self, entry: QueueEntry, trigger: str) -> None:
+        name = entry.name
+        state = fire(entry.state, trigger, Check(self.podgroups_of(name)))
+        self._write(entry, state, self.counts_of(name), SYNC_QUEUE)
+        self._sync_hierarchy(entry)
+
+    def _open(self, entry: QueueEntry, action: str, event: str) -> None:
+        name = entry.name
+        if entry.state != OPEN:
+            parent_name = entry.parent
+            if parent_name and parent_name != ROOT:
+                parent = self.queues.get(parent_name)
+                if parent is None:
+                    err = (f"Failed to get parent queue {parent_name} of queue {name}: "
+                           f'queue.scheduling.volcano.sh "{parent_name}" not found')
+                    self._failed(name, action, event, err)
+                    return
+                if parent.state in CLOSED_OR_CLOSING:
+                    err = (f"Failed to open queue {name} because its parent queue {parent_name} "
+                           "is closing or closed. Open the parent queue first.")
+                    self._failed(name, action, event, err)
+                    return
+            for child in self._children(name):
+                if child.closed_by_parent:
+                    self.request(child.name, OPEN_QUEUE, "")
+        state = fire(entry.state, OPEN_QUEUE, Check(self.podgroups_of(name)))
+        self._write(entry, state, None, FN_OPEN)
+        entry.closed_by_parent = False
+
+    def _close(self, entry: QueueEntry) -> None:
+        name = entry.name
+        if entry.state not in CLOSED_OR_CLOSING:
+            if name == ROOT:
+                return  # closeHierarchicalQueue: "Root queue cannot be closed", and nothing else happens
+            for child in self._children(name):
+                if child.state not in CLOSED_OR_CLOSING:
+                    child.closed_by_parent = True
+                    self.request(child.name, CLOSE_QUEUE, "")
+        state = fire(entry.state, CLOSE_QUEUE, Check(self.podgroups_of(name)))
+        if self._write(entry, state, None, FN_CLOSE):
+            self.record_event(name, CLOSE_QUEUE, "Close queue succeed")
+
+    def _children(self, name: str) -> list[QueueEntry]:
+        return [q for _, q in sorted(self.queues.items()) if q.name != ROOT and q.effective_parent == name]
+
+    def _sync_hierarchy(self, entry: QueueEntry) -> None:
+        """syncHierarchicalQueue: follow the parent's Closed/Closing, or reopen with it."""
+        if entry.name == ROOT:
+            return
+        parent = self.queues.get(entry.effective_parent)
+        if parent is None:
+            return  # Volcano retries until the parent exists; the next sync here does the same check
+        if parent.state in CLOSED_OR_CLOSING:
+            if entry.state not in CLOSED_OR_CLOSING:
+                entry.closed_by_parent = True
+                self.request(entry.name, CLOSE_QUEUE, "")
+        elif parent.state == OPEN and entry.state in CLOSED_OR_CLOSING and entry.closed_by_parent:
+            self.request(entry.name, OPEN_QUEUE, "")

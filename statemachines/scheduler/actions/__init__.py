@@ -1,0 +1,1 @@
+"""The scheduler actions vcbus implements, run in the configured order each session."""

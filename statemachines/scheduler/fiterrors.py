@@ -1,0 +1,142 @@
+"""Why tasks do not fit, worded exactly as Volcano words it (`pkg/scheduler/api/unschedule_info.go`,
+`pkg/scheduler/api/job_info.go` FitError / TaskSchedulingReason, reference §3.6).
+
+Histograms are sorted as plain strings, so `10 X` sorts before `2 Y` and uppercase before
+lowercase, exactly as Go's `sort.Strings` does.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from statemachines.scheduler.state import JobState, TaskState
+
+NODE_POD_NUMBER_EXCEEDED = "node(s) pod number exceeded"
+NODE_RESOURCE_FIT_FAILED = "node(s) resource fit failed"
+ALL_NODES_UNAVAILABLE = "all nodes are unavailable"
+NODE_UNSCHEDULABLE = "node(s) were unschedulable"
+NODE_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
+
+# Status codes (pkg/scheduler/api/types.go)
+SUCCESS, ERROR, UNSCHEDULABLE, UNRESOLVABLE, WAIT, SKIP = range(6)
+ABORT_CODES = frozenset({ERROR, UNRESOLVABLE, WAIT, SKIP})
+
+
+class FitError:
+    """One node's failure for one task: its statuses as (code, reason) pairs. Immutable; `fit_error()`
+    shares one instance per distinct status list (thousands of nodes fail for the same reason)."""
+
+    __slots__ = ("statuses", "reasons_")
+
+    def __init__(self, statuses: tuple[tuple[int, str], ...]) -> None:
+        self.statuses = statuses
+        self.reasons_ = tuple(reason for _, reason in statuses)
+
+    def reasons(self) -> list[str]:
+        return list(self.reasons_)
+
+    def unresolvable(self) -> bool:
+        return any(code == UNRESOLVABLE for code, _ in self.statuses)
+
+
+_SHARED: dict[tuple, FitError] = {}
+
+
+def fit_error(statuses: tuple[tuple[int, str], ...]) -> FitError:
+    """The shared FitError for `statuses`."""
+    fe = _SHARED.get(statuses)
+    if fe is None:
+        if len(_SHARED) > 10_000:
+            _SHARED.clear()
+        fe = _SHARED[statuses] = FitError(statuses)
+    return fe
+
+
+class FitErrors:
+    """All node failures of one task in a session, or a custom text (`SetError`)."""
+
+    __slots__ = ("nodes", "err", "_message")
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, FitError] = {}
+        self.err = ""
+        self._message: tuple[str, int, str] | None = None  # (err, node count, text)
+
+    def set_node(self, node: str, error: FitError) -> None:
+        self.nodes[node] = error
+        self._message = None
+
+    def message(self) -> str:
+        """`FitErrors.Error()` (computed once; it walks every node's reasons)."""
+        cached = self._message
+        if cached is not None and cached[0] == self.err and cached[1] == len(self.nodes):
+            return cached[2]
+        text = self._text()
+        self._message = (self.err, len(self.nodes), text)
+        return text
+
+    def _text(self) -> str:
+        err = self.err or f"0/{len(self.nodes)} nodes are unavailable"
+        if not self.nodes:
+            return err
+        per_error: dict[int, list] = {}
+        for fe in self.nodes.values():
+            entry = per_error.get(id(fe))
+            if entry is None:
+                per_error[id(fe)] = [fe, 1]
+            else:
+                entry[1] += 1
+        counts: dict[str, int] = {}
+        for fe, n in per_error.values():
+            for reason in fe.reasons_:
+                counts[reason] = counts.get(reason, 0) + n
+        return f"{err}: {', '.join(histogram(counts))}."
+
+    def unresolvable_nodes(self) -> set[str]:
+        return {name for name, fe in self.nodes.items() if fe.unresolvable()}
+
+
+def histogram(counts: dict[str, int]) -> list[str]:
+    """`<count> <reason>` strings in Go string order."""
+    return sorted(f"{n} {reason}" for reason, n in counts.items())
+
+
+def task_reason(job: JobState, task: TaskState) -> tuple[str, str, str]:
+    """`TaskSchedulingReason`: (reason, message, nominated node) from the last transaction."""
+    status, node, evicted = task.last_tx if task.last_tx is not None else (task.status, task.node, task.evicted)
+    if status == "Allocated":
+        return "Schedulable", f"Pod {task.namespace}/{task.name} can possibly be assigned to {node}, once minAvailable is satisfied", ""
+    if status == "Pipelined":
+        message = (
+            f"Pod {task.namespace}/{task.name} can possibly be assigned to {node}, "
+            "once resource is released and minAvailable is satisfied"
+        )
+        return "Unschedulable", message, node if evicted else ""
+    if status == "Pending":
+        fe = job.fit_errors.get(task.uid)
+        if fe is not None:
+            return "Unschedulable", fe.message(), ""
+        return "Unschedulable", "", ""
+    return status, "", ""
+
+
+def job_fit_error(job: JobState) -> str:
+    """`JobInfo.FitError()`: readiness, status histogram, pending reasons, origin."""
+    counts = {status: len(bucket) for status, bucket in job.index.items()}
+    counts["minAvailable"] = job.min_available
+    ready = "pod group is ready" if job.is_ready() else "pod group is not ready"
+    message = f"{ready}, {', '.join(histogram(counts))}"
+    pending = job.index.get("Pending")
+    if pending:
+        reasons: dict[str, int] = {}
+        for task in pending.values():
+            reason = task_reason(job, task)[0]
+            reasons[reason] = reasons.get(reason, 0) + 1
+        message += f"; Pending: {', '.join(histogram(reasons))}"
+    for uid, fe in job.fit_errors.items():  # first recorded (Volcano: first in Go map order)
+        task = job.tasks.get(uid)
+        if task is not None:
+            message += f". Origin reason is {task.name}: {fe.message()}"
+            break
+    return message

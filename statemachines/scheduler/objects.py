@@ -1,0 +1,301 @@
+"""Views of the objects the scheduler folds (Node, Queue, PodGroup, Pod, PriorityClass) and
+the decoding of one watch record into them.
+
+Each view keeps only what Volcano's scheduler cache reads (`pkg/scheduler/cache/event_handlers.go`);
+msgspec skips every other field without building objects for it, so one record costs work
+bounded by the fields kept. Quantities stay as the strings (or numbers) Kubernetes wrote;
+`statemachines.scheduler.model` turns them into resource vectors once per object.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Union
+
+import msgspec
+from msgspec import Struct
+
+from statemachines.records import RecordError
+
+Quantities = dict[str, Union[str, int, float]]
+
+
+class Meta(Struct, frozen=True, rename="camel", gc=False):
+    name: str = ""
+    namespace: str = ""
+    uid: str = ""
+    creation_timestamp: str | None = None
+    deletion_timestamp: str | None = None
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+    owner_references: list[dict[str, Any]] | None = None
+
+
+# ---------------------------------------------------------------- node
+
+
+class Taint(Struct, frozen=True, rename="camel", gc=False):
+    key: str = ""
+    value: str = ""
+    effect: str = ""
+
+
+class NodeSpec(Struct, frozen=True, rename="camel", gc=False):
+    unschedulable: bool = False
+    taints: list[Taint] | None = None
+
+
+class NodeStatus(Struct, frozen=True, rename="camel", gc=False):
+    allocatable: Quantities | None = None
+    capacity: Quantities | None = None
+
+
+class Node(Struct, frozen=True, tag_field="kind", tag="Node", rename="camel", gc=False):
+    api_version: str = ""
+    metadata: Meta = Meta()
+    spec: NodeSpec = NodeSpec()
+    status: NodeStatus = NodeStatus()
+
+
+# ---------------------------------------------------------------- queue
+
+
+class Guarantee(Struct, frozen=True, rename="camel", gc=False):
+    resource: Quantities | None = None
+
+
+class QueueSpec(Struct, frozen=True, rename="camel", gc=False):
+    weight: int = 0
+    capability: Quantities | None = None
+    guarantee: Guarantee | None = None
+    deserved: Quantities | None = None
+    reclaimable: bool | None = None
+    parent: str = ""
+    priority: int = 0
+
+
+class QueueStatus(Struct, frozen=True, rename="camel", gc=False):
+    state: str = ""
+    allocated: Quantities | None = None
+
+
+class Queue(Struct, frozen=True, tag_field="kind", tag="Queue", rename="camel", gc=False):
+    api_version: str = ""
+    metadata: Meta = Meta()
+    spec: QueueSpec = QueueSpec()
+    status: QueueStatus = QueueStatus()
+
+
+# ---------------------------------------------------------------- podgroup
+
+
+class PodGroupCondition(Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
+    type: str = ""
+    status: str = ""
+    transition_id: str = msgspec.field(default="", name="transitionID")
+    last_transition_time: str | None = None
+    reason: str = ""
+    message: str = ""
+
+
+class PodGroupSpec(Struct, frozen=True, rename="camel", gc=False):
+    min_member: int = 0
+    min_task_member: dict[str, int] | None = None
+    min_resources: Quantities | None = None
+    queue: str = ""
+    priority_class_name: str = ""
+
+
+class PodGroupStatus(Struct, frozen=True, rename="camel", gc=False):
+    phase: str = ""
+    conditions: list[PodGroupCondition] | None = None
+    running: int = 0
+    succeeded: int = 0
+    failed: int = 0
+
+
+class PodGroup(Struct, frozen=True, tag_field="kind", tag="PodGroup", rename="camel", gc=False):
+    api_version: str = ""
+    metadata: Meta = Meta()
+    spec: PodGroupSpec = PodGroupSpec()
+    status: PodGroupStatus = PodGroupStatus()
+
+
+# ---------------------------------------------------------------- pod
+
+
+class Requirements(Struct, frozen=True, rename="camel", gc=False):
+    requests: Quantities | None = None
+
+
+class Container(Struct, frozen=True, rename="camel", gc=False):
+    name: str = ""
+    resources: Requirements = Requirements()
+    restart_policy: str | None = None
+
+
+class Requirement(Struct, frozen=True, rename="camel", gc=False):
+    key: str = ""
+    operator: str = ""
+    values: list[str] | None = None
+
+
+class SelectorTerm(Struct, frozen=True, rename="camel", gc=False):
+    match_expressions: list[Requirement] | None = None
+    match_fields: list[Requirement] | None = None
+
+
+class NodeSelector(Struct, frozen=True, rename="camel", gc=False):
+    node_selector_terms: list[SelectorTerm] | None = None
+
+
+class NodeAffinity(Struct, frozen=True, rename="camel", gc=False):
+    required_during_scheduling_ignored_during_execution: NodeSelector | None = None
+
+
+class Affinity(Struct, frozen=True, rename="camel", gc=False):
+    node_affinity: NodeAffinity | None = None
+
+
+class Toleration(Struct, frozen=True, rename="camel", gc=False):
+    key: str = ""
+    operator: str = ""
+    value: str = ""
+    effect: str = ""
+
+
+class SchedulingGate(Struct, frozen=True, rename="camel", gc=False):
+    name: str = ""
+
+
+class PodSpec(Struct, frozen=True, rename="camel", gc=False):
+    node_name: str = ""
+    scheduler_name: str = ""
+    priority: int | None = None
+    priority_class_name: str = ""
+    preemption_policy: str | None = None
+    containers: list[Container] | None = None
+    init_containers: list[Container] | None = None
+    overhead: Quantities | None = None
+    node_selector: dict[str, str] | None = None
+    affinity: Affinity | None = None
+    tolerations: list[Toleration] | None = None
+    scheduling_gates: list[SchedulingGate] | None = None
+
+
+class PodConditionView(Struct, frozen=True, rename="camel", gc=False):
+    type: str = ""
+    status: str = ""
+    reason: str = ""
+    message: str = ""
+
+
+class PodStatus(Struct, frozen=True, rename="camel", gc=False):
+    phase: str = ""
+    nominated_node_name: str = ""
+    conditions: list[PodConditionView] | None = None
+
+
+class Pod(Struct, frozen=True, tag_field="kind", tag="Pod", rename="camel", gc=False):
+    api_version: str = ""
+    metadata: Meta = Meta()
+    spec: PodSpec = PodSpec()
+    status: PodStatus = PodStatus()
+
+
+# ---------------------------------------------------------------- priority class
+
+
+class PriorityClass(Struct, frozen=True, tag_field="kind", tag="PriorityClass", rename="camel", gc=False):
+    api_version: str = ""
+    metadata: Meta = Meta()
+    value: int = 0
+    global_default: bool = False
+
+
+SchedObject = Union[Node, Queue, PodGroup, Pod, PriorityClass]
+
+API_VERSIONS = {
+    "Node": "v1",
+    "Pod": "v1",
+    "Queue": "scheduling.volcano.sh/v1beta1",
+    "PodGroup": "scheduling.volcano.sh/v1beta1",
+    "PriorityClass": "scheduling.k8s.io/v1",
+}
+
+WATCH_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED"})
+
+
+class Record(Struct, frozen=True, gc=False):
+    """A decoded watch record of a kind the scheduler folds."""
+
+    type: str
+    object: SchedObject
+    time: str | None = None
+
+
+class _Envelope(Struct, gc=False):
+    type: str
+    object: SchedObject
+    time: str | None = None
+
+
+_typed = msgspec.json.Decoder(_Envelope)
+_generic = msgspec.json.Decoder()
+_convert_types = {"Node": Node, "Queue": Queue, "PodGroup": PodGroup, "Pod": Pod, "PriorityClass": PriorityClass}
+
+
+def decode(data: bytes) -> Record | None:
+    """One watch record as JSON bytes; None for kinds, groups and types the scheduler ignores.
+    Raises `RecordError` (what and where) for an unusable record."""
+    try:
+        env = _typed.decode(data)
+    except msgspec.DecodeError as err:
+        try:
+            value = _generic.decode(data)
+        except msgspec.DecodeError as err2:
+            raise RecordError(f"invalid JSON: {err2}") from None
+        if not isinstance(value, dict):
+            raise RecordError('expected a JSON object {"type": ..., "object": ...}') from None
+        obj = value.get("object")
+        if value.get("type") in ("BOOKMARK", "ERROR", "TIMER") or not isinstance(obj, dict):
+            if value.get("type") in WATCH_TYPES:
+                raise RecordError('field "object" must be an object') from None
+            return None
+        if obj.get("kind") not in _convert_types:
+            return None
+        return _from_parts(value.get("type"), obj, value.get("time"), str(err))
+    return _check(env.type, env.object, env.time)
+
+
+def from_object(event_type: str, obj: dict[str, Any], time: str | None = None) -> Record | None:
+    """The same for an already parsed object."""
+    if not isinstance(obj, dict) or obj.get("kind") not in _convert_types:
+        return None
+    return _from_parts(event_type, obj, time, "")
+
+
+def _from_parts(event_type: object, obj: dict[str, Any], time: object, error: str) -> Record | None:
+    kind = obj["kind"]
+    api_version = obj.get("apiVersion", "")
+    if api_version and api_version != API_VERSIONS[kind]:
+        return None
+    try:
+        view = msgspec.convert(obj, _convert_types[kind], strict=False)
+    except msgspec.ValidationError as err:
+        raise RecordError(f"{kind} {str(err).replace('$', '$', 1)}") from None
+    if error and not isinstance(event_type, str):
+        raise RecordError('field "type" must be a string')
+    return _check(str(event_type), view, time if isinstance(time, str) else None)
+
+
+def _check(event_type: str, obj: SchedObject, time: str | None) -> Record | None:
+    kind = type(obj).__name__
+    if obj.api_version and obj.api_version != API_VERSIONS[kind]:
+        return None
+    if event_type not in WATCH_TYPES:
+        if event_type in ("BOOKMARK", "ERROR"):
+            return None
+        raise RecordError(f"unknown watch event type {event_type!r} (expected ADDED, MODIFIED, DELETED or BOOKMARK)")
+    if not obj.metadata.name:
+        raise RecordError(f"{kind} without metadata.name")
+    return Record(event_type, obj, time)

@@ -1,0 +1,92 @@
+"""What `vcbus why-pending` shows for a job: everything the session knew about why it waits.
+
+One `JobReport` per PodGroup per session: its queue (state, share, deserved, allocated),
+phase, the enqueue rejection (if an enqueue vote said no), the gang condition message, and
+for each task its status, the reason/message its pod condition carries and its fit errors
+per node.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from msgspec import Struct
+
+from statemachines.scheduler.resources import to_quantities
+
+if TYPE_CHECKING:
+    from statemachines.scheduler.framework import Session
+    from statemachines.scheduler.state import JobState
+
+
+class TaskReport(Struct, frozen=True, gc=False):
+    name: str
+    role: str
+    status: str
+    node: str = ""
+    reason: str = ""
+    message: str = ""
+    node_errors: dict[str, tuple[str, ...]] = {}  # node -> reasons (this session)
+    fit_error: str = ""  # the task's FitErrors text
+
+
+class JobReport(Struct, frozen=True, gc=False):
+    podgroup: str  # <ns>/<podgroup>
+    job: str  # <ns>/<vcjob> owning it (or the podgroup)
+    queue: str
+    queue_state: str
+    queue_share: float
+    queue_deserved: dict[str, str]
+    queue_allocated: dict[str, str]
+    phase: str
+    min_member: int
+    tasks_total: int
+    ready: bool
+    valid: str = ""  # gang jobValid failure message, "" when valid
+    enqueue_message: str = ""
+    condition_type: str = ""  # Scheduled | Unschedulable (this session's gang condition)
+    condition_message: str = ""
+    fit_error: str = ""  # the job's FitError string
+    tasks: list[TaskReport] = []
+
+
+def job_report(ssn: Session, job: JobState, fit_error: str, pod_lines: list[tuple[Any, str, str, str]]) -> JobReport:
+    queue = ssn.queues.get(job.queue)
+    lines = {task.uid: (reason, message) for task, reason, message, _ in pod_lines}
+    tasks = []
+    for task in sorted(job.tasks.values(), key=lambda t: t.name):
+        fe = job.fit_errors.get(task.uid)
+        reason, message = lines.get(task.uid, ("", ""))
+        tasks.append(
+            TaskReport(
+                name=task.name,
+                role=task.role,
+                status=task.status,
+                node=task.node,
+                reason=reason,
+                message=message,
+                node_errors={n: fe.nodes[n].reasons_ for n in sorted(fe.nodes)} if fe else {},
+                fit_error=fe.message() if fe else "",
+            )
+        )
+    cond = next((c for c in job.conditions if c.transition_id == ssn.uid), None)
+    valid = ssn.job_valid(job)
+    return JobReport(
+        podgroup=job.key,
+        job=job.fact.owner,
+        queue=job.queue,
+        queue_state=queue.state if queue else "",
+        queue_share=queue.share if queue else 0.0,
+        queue_deserved=to_quantities(queue.deserved) if queue and queue.has_attr else {},
+        queue_allocated=to_quantities(queue.allocated) if queue and queue.has_attr else {},
+        phase=job.phase,
+        min_member=job.min_available,
+        tasks_total=len(job.tasks),
+        ready=job.is_ready(),
+        valid=valid[1] if valid else "",
+        enqueue_message=job.enqueue_message,
+        condition_type=cond.type if cond else "",
+        condition_message=cond.message if cond else "",
+        fit_error=fit_error,
+        tasks=tasks,
+    )

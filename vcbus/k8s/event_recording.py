@@ -1,0 +1,144 @@
+"""RecordEvent on the cluster: a Kubernetes Event on the vcjob, a PodGroup, a Pod or a Queue.
+
+The involved object is the vcjob of the command's job key unless the command
+names another one (`kind`/`name`): a PodGroup or a Pod in the job's namespace,
+or a cluster-scoped Queue (job key `_/<queue>`). Its uid and resourceVersion
+are read from the API server (the vcjob and the pod with `get`, a PodGroup or
+Queue with a `list` on `metadata.name`, the verbs the bridge already has); a
+command about an object that is gone is dropped. An Event about a
+cluster-scoped object goes to namespace `default`, as Kubernetes' event
+recorder puts it. The source component is the command's `component`, else
+`vc-controller-manager`.
+
+Event names are derived from the command's causation, so a redelivered
+RecordEvent is AlreadyExists and creates nothing new: `<object>.<digest>`,
+the digest over the job key, the command's position (`<seq>/<index>`, or its
+whole `Nats-Msg-Id` when that says more, e.g. the scheduler's
+`sched:<seq>:<session>:<index>`: two sessions at one cut record two events),
+the reason, and the involved kind and name when it is not the vcjob.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from statemachines import outputs as o
+from vcbus.bus.subjects import CLUSTER_SCOPE
+
+log = logging.getLogger("vcbus.actuator")
+
+COMPONENT = "vc-controller-manager"
+JOB_API_VERSION = "batch.volcano.sh/v1alpha1"
+SCHEDULING_API_VERSION = "scheduling.volcano.sh/v1beta1"
+CLUSTER_EVENT_NAMESPACE = "default"  # metav1.NamespaceDefault: where events of cluster-scoped objects go
+_PLURALS = {"PodGroup": "podgroups", "Queue": "queues"}
+
+
+def _status(err: ApiException) -> int:
+    return int(getattr(err, "status", 0) or 0)
+
+
+def event_name(cmd: o.RecordEvent, index: int, msg_id: str, kind: str, name: str) -> str:
+    """The Event's deterministic name (see the module docstring)."""
+    cause = f"{cmd.seq}/{index}" if not msg_id or msg_id == f"{cmd.seq}:{index}" else msg_id
+    key = f"{cmd.job}/{cause}/{cmd.reason}"
+    if kind != "Job":
+        key += f"/{kind}/{name}"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    return f"{name[:200]}.{digest}"
+
+
+class EventRecording:
+    """The `_RecordEvent` handler of `vcbus.k8s.actuator.Actuator` (a mixin: uses its clients)."""
+
+    core: client.CoreV1Api
+    custom: client.CustomObjectsApi
+
+    def _job(self, ns: str, name: str) -> dict | None:  # provided by Actuator
+        raise NotImplementedError
+
+    def _by_name(self, api_version: str, kind: str, ns: str | None, name: str) -> dict | None:
+        """A custom object read through `list` (fieldSelector metadata.name), or None if there is none."""
+        group, version = api_version.split("/", 1)
+        selector = f"metadata.name={name}"
+        if ns is None:
+            found = self.custom.list_cluster_custom_object(group, version, _PLURALS[kind], field_selector=selector)
+        else:
+            found = self.custom.list_namespaced_custom_object(group, version, ns, _PLURALS[kind], field_selector=selector)
+        items = found.get("items") or []
+        return items[0] if items else None
+
+    def _involved(self, ns: str, name: str, cmd: o.RecordEvent) -> client.V1ObjectReference | None:
+        kind = cmd.kind or "Job"
+        cluster = ns == CLUSTER_SCOPE
+        if kind == "Job" and (cmd.api_version or JOB_API_VERSION) == JOB_API_VERSION:
+            if cluster:
+                return None
+            obj: Any = self._job(ns, cmd.name or name)
+            api_version = JOB_API_VERSION
+        elif kind == "Pod" and (cmd.api_version or "v1") == "v1":
+            if cluster:
+                return None
+            try:
+                pod = self.core.read_namespaced_pod(cmd.name or name, ns)
+            except ApiException as err:
+                if _status(err) == 404:
+                    return None
+                raise
+            obj = {"metadata": {"name": pod.metadata.name, "namespace": ns, "uid": pod.metadata.uid,
+                                "resourceVersion": pod.metadata.resource_version}}
+            api_version = "v1"
+        elif kind in _PLURALS and (cmd.api_version or SCHEDULING_API_VERSION) == SCHEDULING_API_VERSION:
+            if cluster and kind == "PodGroup":
+                return None
+            target = cmd.name or name
+            obj = self._by_name(SCHEDULING_API_VERSION, kind, None if kind == "Queue" else ns, target)
+            api_version = SCHEDULING_API_VERSION
+        else:
+            # Another kind: named as given, without the uid vcbus has no right to read.
+            return client.V1ObjectReference(
+                api_version=cmd.api_version or None, kind=kind, name=cmd.name or name,
+                namespace=None if cluster else ns,
+            )
+        if obj is None:
+            return None
+        meta = obj["metadata"]
+        return client.V1ObjectReference(
+            api_version=api_version,
+            kind=kind,
+            name=meta["name"],
+            namespace=meta.get("namespace") or None,
+            uid=meta.get("uid"),
+            resource_version=meta.get("resourceVersion"),
+        )
+
+    def _RecordEvent(self, ns: str, name: str, cmd: o.RecordEvent, index: int, msg_id: str = "") -> str:
+        ref = self._involved(ns, name, cmd)
+        if ref is None:
+            log.info("actuator: event %s for %s dropped: %s %s is gone", cmd.reason, cmd.job, cmd.kind or "Job",
+                     cmd.name or name)
+            return "dropped"
+        event_ns = ref.namespace or CLUSTER_EVENT_NAMESPACE
+        event = client.CoreV1Event(
+            metadata=client.V1ObjectMeta(name=event_name(cmd, index, msg_id, ref.kind, ref.name), namespace=event_ns),
+            involved_object=ref,
+            reason=cmd.reason,
+            message=cmd.message,
+            type=cmd.event_type,
+            source=client.V1EventSource(component=cmd.component or COMPONENT),
+            count=1,
+            first_timestamp=cmd.time or None,
+            last_timestamp=cmd.time or None,
+        )
+        try:
+            self.core.create_namespaced_event(event_ns, event)
+        except ApiException as err:
+            if _status(err) == 409:
+                return "done"
+            raise
+        return "applied"

@@ -1,0 +1,264 @@
+"""The scheduler's, queue controller's and garbage collector's commands, carried out on the cluster.
+
+These are the cache side of Volcano's scheduler (`pkg/scheduler/cache/cache.go`:
+Bind, Evict, taskUnschedulable, UpdatePodGroup, UpdateQueueStatus, the default
+and root queues) plus the garbage collector's delete (`pkg/controllers/
+garbagecollector/garbagecollector.go`). `SchedulerCommands` is a mixin of
+`vcbus.k8s.actuator.Actuator` (it uses its `core` and `custom` clients); each
+handler returns "applied", "done" (already so, or its object is gone) or
+"dropped" (stale: applying it would be wrong), and is idempotent under
+redelivery:
+
+- BindPod posts a Binding (uid precondition: the apiserver refuses to bind a
+  newer pod of the same name). A pod already bound to that node, gone, or
+  being deleted is done; a pod bound to another node is refused and logged.
+  The response is read raw: the `kubernetes` client would deserialise the
+  apiserver's `Status` answer as a `V1Binding` and fail on its missing target.
+- EvictPod writes what Volcano's evictor writes (Ready=False reason `Evict`,
+  DisruptionTarget=True reason `PreemptionByScheduler`) and deletes the pod
+  with a uid precondition. Unlike upstream, whose evictor skips the delete
+  when the conditions are already there, a redelivered EvictPod still deletes.
+- UpdatePodCondition sets PodScheduled (and nominatedNodeName when given)
+  only when they change; lastTransitionTime is the command's time when the
+  status changes, else kept (`podutil.UpdatePodCondition`). A pod bound
+  meanwhile is not marked unschedulable.
+- UpdatePodGroupStatus merge-patches the PodGroup object (its CRD has no
+  status subresource): the fields given, and null for the PodGroup status
+  fields left out, so the status is replaced as Volcano's Update replaces it.
+- UpdateQueueStatus writes only the fields given, on the status subresource;
+  `allocated` is replaced whole (a resource that drops out goes).
+- CreateQueue: AlreadyExists is done. DeleteJob: uid precondition, foreground
+  propagation; NotFound (or another incarnation) is done.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from statemachines import outputs as o
+
+log = logging.getLogger("vcbus.actuator")
+
+PG_GROUP, PG_VERSION, PG_PLURAL = "scheduling.volcano.sh", "v1beta1", "podgroups"
+QUEUE_PLURAL = "queues"
+JOB_GROUP, JOB_VERSION, JOB_PLURAL = "batch.volcano.sh", "v1alpha1", "jobs"
+MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+STRATEGIC_PATCH = "application/strategic-merge-patch+json"
+# PodGroupStatus (pkg/apis/scheduling/v1beta1/types.go): what UpdatePodGroupStatus replaces.
+PODGROUP_STATUS_FIELDS = ("phase", "conditions", "running", "succeeded", "failed")
+# QueueStatus counts of PodGroups by phase, written by the queue controller.
+QUEUE_COUNTS = ("pending", "running", "inqueue", "unknown", "completed")
+
+
+def _status(err: ApiException) -> int:
+    return int(getattr(err, "status", 0) or 0)
+
+
+def _condition(pod: Any, kind: str) -> Any:
+    return next((c for c in (pod.status.conditions if pod.status else None) or [] if c.type == kind), None)
+
+
+def _set_condition(pod: Any, kind: str, status: str, reason: str, message: str, time: str) -> dict | None:
+    """The strategic-merge element for one pod condition, or None if it would change nothing.
+
+    As `podutil.UpdatePodCondition`: lastTransitionTime moves only when the status does
+    (an element without it keeps the old one).
+    """
+    old = _condition(pod, kind)
+    if old is not None and (old.status, old.reason or "", old.message or "") == (status, reason, message):
+        return None
+    cond: dict[str, Any] = {"type": kind, "status": status, "reason": reason or None, "message": message or None}
+    if (old is None or old.status != status) and time:
+        cond["lastTransitionTime"] = time
+    return cond
+
+
+class SchedulerCommands:
+    """Handlers `_<Command>(namespace, name, cmd, index)`; see the module docstring."""
+
+    core: client.CoreV1Api
+    custom: client.CustomObjectsApi
+
+    def _pod(self, ns: str, name: str, uid: str = "") -> Any:
+        """The pod, or None if it is gone (or `uid` names an incarnation that is gone)."""
+        try:
+            pod = self.core.read_namespaced_pod(name, ns)
+        except ApiException as err:
+            if _status(err) == 404:
+                return None
+            raise
+        if uid and pod.metadata.uid != uid:
+            return None
+        return pod
+
+    # ------------------------------------------------------------------ pods
+
+    def _BindPod(self, ns: str, name: str, cmd: o.BindPod, index: int) -> str:
+        meta: dict[str, Any] = {"name": cmd.name, "namespace": ns}
+        if cmd.uid:
+            meta["uid"] = cmd.uid
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": meta,
+            "target": {"apiVersion": "v1", "kind": "Node", "name": cmd.node},
+        }
+        try:
+            resp = self.core.create_namespaced_pod_binding(cmd.name, ns, body, _preload_content=False)
+            resp.read()
+            resp.release_conn()
+            return "applied"
+        except ApiException as err:
+            failure = err
+        pod = self._pod(ns, cmd.name, cmd.uid)
+        if pod is None:
+            return "done"  # gone: nothing to bind
+        bound = pod.spec.node_name or ""
+        if bound == cmd.node:
+            return "done"  # bound already (a redelivery)
+        if bound:
+            log.warning("actuator: BindPod %s/%s to %s refused: the pod is bound to %s", ns, cmd.name, cmd.node, bound)
+            return "dropped"
+        if pod.metadata.deletion_timestamp:
+            return "done"  # being deleted: it will never run
+        raise failure
+
+    def _EvictPod(self, ns: str, name: str, cmd: o.EvictPod, index: int) -> str:
+        pod = self._pod(ns, cmd.name, cmd.uid)
+        if pod is None or pod.metadata.deletion_timestamp:
+            return "done"  # gone, or already going
+        message = f"Pod is evicted, because of {cmd.reason}"
+        scheduler = pod.spec.scheduler_name or "volcano"
+        conditions = [
+            c
+            for c in (
+                _set_condition(pod, "Ready", "False", "Evict", message, cmd.time),
+                _set_condition(pod, "DisruptionTarget", "True", "PreemptionByScheduler",
+                               f"{scheduler}: preempting to accommodate a higher priority pod", cmd.time),
+            )
+            if c is not None
+        ]
+        if conditions:
+            try:
+                self.core.patch_namespaced_pod_status(
+                    cmd.name, ns, {"status": {"conditions": conditions}}, _content_type=STRATEGIC_PATCH
+                )
+            except ApiException as err:
+                if _status(err) == 404:
+                    return "done"
+                raise
+        options = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=pod.metadata.uid))
+        try:
+            self.core.delete_namespaced_pod(cmd.name, ns, body=options)
+        except ApiException as err:
+            if _status(err) in (404, 409):
+                return "done"  # gone, or a newer pod of that name (uid precondition)
+            raise
+        return "applied"
+
+    def _UpdatePodCondition(self, ns: str, name: str, cmd: o.UpdatePodCondition, index: int) -> str:
+        pod = self._pod(ns, cmd.name, cmd.uid)
+        if pod is None:
+            return "done"
+        if pod.spec.node_name and cmd.status != "True":
+            return "dropped"  # bound meanwhile: it is scheduled after all
+        status: dict[str, Any] = {}
+        cond = _set_condition(pod, "PodScheduled", cmd.status, cmd.reason, cmd.message, cmd.time)
+        if cond is not None:
+            status["conditions"] = [cond]
+        if cmd.nominated_node and (pod.status.nominated_node_name or "") != cmd.nominated_node:
+            status["nominatedNodeName"] = cmd.nominated_node
+        if not status:
+            return "done"
+        try:
+            self.core.patch_namespaced_pod_status(cmd.name, ns, {"status": status}, _content_type=STRATEGIC_PATCH)
+        except ApiException as err:
+            if _status(err) == 404:
+                return "done"
+            raise
+        return "applied"
+
+    # ------------------------------------------------------------------ PodGroups and Queues
+
+    def _UpdatePodGroupStatus(self, ns: str, name: str, cmd: o.UpdatePodGroupStatus, index: int) -> str:
+        status: dict[str, Any] = {k: None for k in PODGROUP_STATUS_FIELDS}
+        status.update(cmd.status)
+        try:
+            self.custom.patch_namespaced_custom_object(
+                PG_GROUP, PG_VERSION, ns, PG_PLURAL, cmd.name, {"status": status}, _content_type=MERGE_PATCH
+            )
+        except ApiException as err:
+            if _status(err) == 404:
+                return "done"
+            raise
+        return "applied"
+
+    def _UpdateQueueStatus(self, ns: str, name: str, cmd: o.UpdateQueueStatus, index: int) -> str:
+        fields: dict[str, Any] = {}
+        if cmd.state is not None:
+            fields["state"] = cmd.state
+        if cmd.allocated is not None:
+            fields["allocated"] = dict(cmd.allocated)
+        for key, value in (cmd.counts or {}).items():
+            if key not in QUEUE_COUNTS:  # retrying would not help: drop it, loudly
+                log.error("actuator: UpdateQueueStatus %s dropped: counts.%s is not a queue count (%s)",
+                          cmd.queue, key, ", ".join(QUEUE_COUNTS))
+                return "dropped"
+            fields[key] = int(value)
+        if not fields:
+            return "done"
+        # JSON patch `add` replaces each field whole (a merge patch would merge `allocated`
+        # per resource); it needs /status to exist, so a queue without one gets a merge patch.
+        ops = [{"op": "add", "path": f"/status/{key}", "value": value} for key, value in fields.items()]
+        try:
+            self.custom.patch_cluster_custom_object_status(
+                PG_GROUP, PG_VERSION, QUEUE_PLURAL, cmd.queue, ops, _content_type=JSON_PATCH
+            )
+            return "applied"
+        except ApiException as err:
+            if _status(err) == 404:
+                return "done"
+            if _status(err) != 422:  # 422: no /status to add to (or an invalid value: the merge patch says)
+                raise
+        try:
+            self.custom.patch_cluster_custom_object_status(
+                PG_GROUP, PG_VERSION, QUEUE_PLURAL, cmd.queue, {"status": fields}, _content_type=MERGE_PATCH
+            )
+        except ApiException as err:
+            if _status(err) == 404:
+                return "done"
+            raise
+        return "applied"
+
+    def _CreateQueue(self, ns: str, name: str, cmd: o.CreateQueue, index: int) -> str:
+        spec: dict[str, Any] = {"weight": cmd.weight, "reclaimable": cmd.reclaimable}
+        if cmd.parent:
+            spec["parent"] = cmd.parent
+        body = {"apiVersion": f"{PG_GROUP}/{PG_VERSION}", "kind": "Queue", "metadata": {"name": cmd.queue}, "spec": spec}
+        try:
+            self.custom.create_cluster_custom_object(PG_GROUP, PG_VERSION, QUEUE_PLURAL, body)
+        except ApiException as err:
+            if _status(err) == 409:
+                return "done"
+            raise
+        return "applied"
+
+    # ------------------------------------------------------------------ the vcjob (garbage collector)
+
+    def _DeleteJob(self, ns: str, name: str, cmd: o.DeleteJob, index: int) -> str:
+        options = client.V1DeleteOptions(
+            propagation_policy="Foreground",  # as Volcano's garbage collector (pkg/controllers/garbagecollector/garbagecollector.go)
+            preconditions=client.V1Preconditions(uid=cmd.uid) if cmd.uid else None,
+        )
+        try:
+            self.custom.delete_namespaced_custom_object(JOB_GROUP, JOB_VERSION, ns, JOB_PLURAL, name, body=options)
+        except ApiException as err:
+            if _status(err) in (404, 409):
+                return "done"  # gone, or a newer job of that name (uid precondition)
+            raise
+        return "applied"

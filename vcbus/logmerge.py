@@ -1,0 +1,120 @@
+"""Putting watch records of several watches back in the order etcd wrote them.
+
+kubectl watches one resource type at a time, so a log of vcjobs, pods and
+podgroups is often several files (one per kind), or those files concatenated.
+Replayed in that order, a job would see all of its own changes before any of
+its pods exist: a wrong result. Every object of one etcd carries a
+`metadata.resourceVersion` from one revision counter, so the records can be
+merged back into the order they happened in:
+
+- `OrderCheck` spots a single input that is out of order across kinds: a
+  record older (lower resourceVersion) than a record of *another* kind read
+  before it. A kubectl watch of one kind lists its objects by name first (not
+  by resourceVersion), so records of the same kind never count; records that
+  carry the time they were observed (`vcbus log export`: the bus's order is
+  the order the decider saw) are not checked at all.
+- `merge` reads every record of the inputs, sorts them by resourceVersion
+  (ties, and records without one, keep their place after the record before
+  them in their own input) and drops duplicates (same uid, resourceVersion and
+  event type, e.g. two overlapping recordings).
+
+Merging holds the whole log in memory (each record's bytes are kept only for
+vcjobs, whose raw spec is rendered); a log already in order streams.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+from statemachines.objects import Job
+from statemachines.records import Observed
+from vcbus.watchlog import InvalidRecord, Item, iter_log
+
+
+class OrderCheck:
+    """Incremental: `check(kind, rv)` returns a message the first time a record is older than another kind's."""
+
+    __slots__ = ("top_rv", "top_kind", "second_rv", "source", "found")
+
+    def __init__(self, source: str) -> None:
+        self.top_rv = -1  # highest resourceVersion seen
+        self.top_kind: type | None = None  # its kind
+        self.second_rv = -1  # highest resourceVersion among the other kinds
+        self.source = source
+        self.found: str | None = None
+
+    def check(self, kind: type, rv: int, seq: int) -> str | None:
+        """The message if this record is older than a record of another kind before it (also kept in `found`).
+
+        (`vcbus.replaying` inlines the same logic in its loop.)"""
+        if kind is self.top_kind:
+            if rv > self.top_rv:
+                self.top_rv = rv
+            elif rv < self.second_rv:
+                return self.found_at(kind, rv, seq, self.second_rv, None)
+            return None
+        if rv < self.top_rv:
+            return self.found_at(kind, rv, seq, self.top_rv, self.top_kind)
+        self.second_rv, self.top_rv, self.top_kind = self.top_rv, rv, kind
+        return None
+
+    def found_at(self, kind: type, rv: int, seq: int, other_rv: int, other_kind: type | None) -> str:
+        other = "record of another kind" if other_kind is None else f"{_name(other_kind)} record"
+        self.found = (
+            f"{self.source}: record {seq}, a {_name(kind)} at resourceVersion {rv}, comes after a {other} at "
+            f"{other_rv}: records of different kinds are out of resourceVersion order, as when one watch per kind "
+            "is concatenated; replaying the records merged by resourceVersion (`vcbus record` writes one merged log)"
+        )
+        return self.found
+
+
+def _name(kind: type | None) -> str:
+    if kind is None:
+        return "record"
+    return "vcjob" if kind is Job else kind.__name__
+
+
+def resource_version(decoded: object) -> tuple[int, str, str] | None:
+    """(resourceVersion, uid, type) of an Observed record with a numeric resourceVersion."""
+    if decoded.__class__ is not Observed:
+        return None
+    meta = decoded.object.metadata  # type: ignore[attr-defined]
+    rv = meta.resource_version
+    if not rv.isdigit():
+        return None
+    return int(rv), meta.uid, decoded.type  # type: ignore[attr-defined]
+
+
+def merge(
+    inputs: Iterable[tuple[Iterable[bytes], str]],
+    *,
+    on_invalid: Callable[[InvalidRecord], None],
+    warn: Callable[[str], None] | None = None,
+) -> tuple[list[Item], int]:
+    """Every record of `inputs`, in resourceVersion order, renumbered from 1; and how many duplicates were dropped.
+
+    `on_invalid` gets each unusable record (it may raise to stop).
+    """
+    entries: list[tuple[int, int, int, bytes, object]] = []
+    seen: set[tuple[int, str, str]] = set()
+    duplicates = 0
+    for index, (lines, source) in enumerate(inputs):
+        carry = 0
+        for seq, data, decoded in iter_log(lines, source, warn=warn):
+            if isinstance(decoded, InvalidRecord):
+                on_invalid(decoded)
+                continue
+            ident = resource_version(decoded)
+            if ident is not None:
+                if ident[1]:
+                    if ident in seen:
+                        duplicates += 1
+                        continue
+                    seen.add(ident)
+                carry = ident[0]
+            if not (decoded.__class__ is Observed and decoded.object.__class__ is Job):  # type: ignore[attr-defined]
+                data = b""  # only a vcjob's bytes are used again (its spec is rendered)
+            entries.append((carry, index, seq, data, decoded))
+    entries.sort(key=lambda e: (e[0], e[1], e[2]))
+    items = [(seq, data, decoded) for seq, (_, _, _, data, decoded) in enumerate(entries, 1)]
+    return items, duplicates
