@@ -122,7 +122,7 @@ def error_cache_config(enabled: bool) -> Any:  # noqa: ANN401 - a SchedulerConfi
 REPEATS = 3
 
 
-def timed_session(cluster: Any, number: int, config: Any = None) -> tuple[Any, float]:  # noqa: ANN401
+def timed_session(cluster: Any, number: int, config: Any = None, *, cached: bool = True) -> tuple[Any, float]:  # noqa: ANN401
     """The session's result and its best wall time over REPEATS runs (run_session is pure: same result
     each run). The best CPU time of the process goes to CPU_TIMES[number, config is None]."""
     from statemachines.scheduler.session import run_session
@@ -133,7 +133,8 @@ def timed_session(cluster: Any, number: int, config: Any = None) -> tuple[Any, f
         gc.collect()
         t0, c0 = time.perf_counter(), time.process_time()
         snap = cluster.cache.snapshot()
-        result = run_session(snap, config or cluster.config, seq=cluster.cache.position, number=number, time=T0)
+        result = run_session(snap, config or cluster.config, seq=cluster.cache.position, number=number, time=T0,
+                             cache_predicates=cached)
         best = min(best, time.perf_counter() - t0)
         best_cpu = min(best_cpu, time.process_time() - c0)
     CPU_TIMES[number, config is None] = best_cpu
@@ -176,9 +177,13 @@ def measure(nodes: int, jobs: int, *, steady: bool) -> dict[str, Any]:
     # run_session does not change the cache: the same first session again, without the error cache
     off, first_off_s = timed_session(cluster, 1, error_cache_config(False))
     assert [(b.name, b.node) for b in off.binds] == [(b.name, b.node) for b in first.binds]
+    # ... and with the predicates uncached: every stable filter and score per task and node
+    uncached, first_uncached_s = timed_session(cluster, 1, cached=False)
+    assert [(b.name, b.node) for b in uncached.binds] == [(b.name, b.node) for b in first.binds]
     cluster.apply_decisions(first.outputs, T0)
     steady_res, steady_s = timed_session(cluster, 2)
     _, steady_off_s = timed_session(cluster, 2, error_cache_config(False))
+    _, steady_uncached_s = timed_session(cluster, 2, cached=False)
     pending = sum(1 for pg in steady_res.podgroups if pg.get("phase") not in ("Running", "Completed"))
     tried = sum(1 for r in steady_res.reports.values() if any(t.node_errors for t in r.tasks))
     figures.update({
@@ -188,6 +193,9 @@ def measure(nodes: int, jobs: int, *, steady: bool) -> dict[str, Any]:
         "steady_pending_podgroups": pending,
         "steady_podgroups_with_fit_errors": tried,
         "steady_error_cache_off_s": round(steady_off_s, 3),
+        "first_session_uncached_s": round(first_uncached_s, 3),
+        "pods_per_s_uncached": round(len(uncached.binds) / first_uncached_s, 1),
+        "steady_uncached_s": round(steady_uncached_s, 3),
     })
     return figures
 
@@ -295,6 +303,9 @@ def main() -> None:
     print(f"predicate error cache off: first session {f['first_session_error_cache_off_s']:.3f} s, "
           f"steady session {f['steady_error_cache_off_s']:.3f} s (on: {f['first_session_s']:.3f} s, "
           f"{f['session_s']:.3f} s)")
+    print(f"predicates uncached (filters and scores per task and node): first session "
+          f"{f['first_session_uncached_s']:.3f} s ({f['pods_per_s_uncached']:,.0f} pods/s), steady session "
+          f"{f['steady_uncached_s']:.3f} s")
     print(f"half size         {half['first_session_s']:>8.3f} s   ({half['nodes']} nodes, {half['jobs']} jobs; "
           f"CPU {half['first_session_cpu_s']:.3f} s)   "
           f"scaling exponent in nodes x pending tasks: {f['scaling_exponent']} (1 = linear)")

@@ -326,6 +326,40 @@ async def test_publishes_every_resource_in_order_with_headers_and_dedup_ids(k8s,
     assert bridge.published >= 16
 
 
+async def test_publishes_the_pods_the_scheduler_needs_and_no_other(k8s, k8s_namespace, js):
+    """A vcjob's pod, a pod for the volcano scheduler and any pod on a node reach the bus; others not."""
+    api = k8s.api_client()
+    ns = k8s_namespace
+    async with bridge_running(js, api, ns):
+        await create(api, "pods", ns, pod("other", None))  # default-scheduler, not on a node: not ours
+        mine = pod("mine", None)
+        mine["spec"]["schedulerName"] = "volcano"
+        await create(api, "pods", ns, mine)
+        bound = pod("bound", None)
+        bound["spec"]["nodeName"] = "node-a"  # placed by another scheduler: it uses node-a's resources
+        await create(api, "pods", ns, bound)
+        await patch(api, "pods", ns, "other", {"metadata": {"labels": {"x": "1"}}})
+        await create(api, "pods", ns, pod("last", "j"))  # the pods watch is ordered: "last" comes last
+        recs = await wait_recs(js, ns, 3, timeout=60.0)
+        deadline = time.monotonic() + 60.0
+        while "last" not in {r.name for r in recs}:
+            assert time.monotonic() < deadline, "the labelled pod never reached the bus"
+            recs = await wait_recs(js, ns, len(recs) + 1, timeout=60.0)
+    assert [r.name for r in recs if r.kind == "Pod"] == ["mine", "bound", "last"]
+    assert bridge_pod_filter_cases()
+
+
+def bridge_pod_filter_cases() -> bool:
+    from vcbus.k8s.bridge import pod_wanted
+
+    assert pod_wanted({"metadata": {"labels": {"volcano.sh/job-name": "j"}}, "spec": {"schedulerName": "x"}})
+    assert pod_wanted({"metadata": {}, "spec": {"schedulerName": "volcano"}})
+    assert pod_wanted({"metadata": {}, "spec": {"nodeName": "n"}})
+    assert not pod_wanted({"metadata": {}, "spec": {"schedulerName": "default-scheduler"}})
+    assert not pod_wanted({})
+    return True
+
+
 async def test_restart_resumes_from_the_stored_position(k8s, k8s_namespace, js):
     api = k8s.api_client()
     ns = k8s_namespace

@@ -169,7 +169,9 @@ def test_node_index_gives_the_same_decisions_as_the_scan(seed):
     snapshot = cluster.cache.snapshot()
     fast = run_session(snapshot, DEFAULT_CONFIG, seq=1, number=1, time="t")
     slow = run_session(snapshot, DEFAULT_CONFIG, seq=1, number=1, time="t", index_nodes=False)
+    uncached = run_session(snapshot, DEFAULT_CONFIG, seq=1, number=1, time="t", cache_predicates=False)
     assert msgspec.json.encode(fast.outputs) == msgspec.json.encode(slow.outputs)
+    assert msgspec.json.encode(fast.outputs) == msgspec.json.encode(uncached.outputs)
     assert fast.binds or seed not in (0, 1)  # the scenarios do place pods
 
 

@@ -80,6 +80,7 @@ class Session:
         self.indexes: dict[tuple, Any] = {}  # signature -> actions.nodeindex.NodeIndex
         self.signature_uses: dict[tuple, int] = {}
         self.use_indexes = True
+        self.cache_predicates = True  # False: stable filters and scores computed per task (benchmark)
 
     # ------------------------------------------------------------------ registration
 

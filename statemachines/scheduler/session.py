@@ -101,13 +101,26 @@ def open_session(snapshot: Snapshot, config: SchedulerConfig, *, uid: str, numbe
 
 
 def run_session(
-    snapshot: Snapshot, config: SchedulerConfig, *, seq: int, number: int, time: str, index_nodes: bool = True
+    snapshot: Snapshot,
+    config: SchedulerConfig,
+    *,
+    seq: int,
+    number: int,
+    time: str,
+    index_nodes: bool = True,
+    cache_predicates: bool = True,
 ) -> SessionResult:
     """Run one session over `snapshot`; see the module docstring. `index_nodes=False` places every
-    task by scanning the nodes (the node index gives the same answers faster; tests compare them)."""
+    task by scanning the nodes (the node index gives the same answers faster; tests compare them).
+    `cache_predicates=False` also evaluates every stable filter and node score afresh for each task
+    and node instead of once per (pod signature, node) and session: the same answers, slower (the
+    benchmark's "uncached" session; tests compare them)."""
     uid = session_uid(seq, number)
     ssn = open_session(snapshot, config, uid=uid, number=number, seq=seq, time=time)
-    ssn.use_indexes = index_nodes
+    ssn.use_indexes = index_nodes and cache_predicates
+    ssn.cache_predicates = cache_predicates
+    if ssn.filters is not None:
+        ssn.filters.keep = cache_predicates
     for action in config.actions:
         ACTIONS[action](ssn)
     return _close(ssn)

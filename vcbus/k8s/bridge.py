@@ -2,14 +2,23 @@
 
 One `ResourceWatcher` (vcbus.k8s.watching: list-then-watch, bookmarks, relist
 on 410 Gone with DELETED for what vanished, backoff on errors) per resource
-vcbus reads: vcjobs, pods labelled `volcano.sh/job-name`, podgroups, queues
-and commands (the job controller), and the cluster-scoped nodes and
+vcbus reads: vcjobs, pods, podgroups, queues and commands (the job
+controller), and the cluster-scoped nodes and
 priorityclasses (only the scheduler reads those: the job controller's decode
 ignores them, vcbus.bus.publisher publishes them all the same, on
 `vcbus.k8s.node._.<name>` and `vcbus.k8s.priorityclass._.<name>`). Each event
 becomes a watch record stamped with the time the bridge observed it (`"time"`,
 the event time the state machines use) and is published with its dedup id
 `<uid>:<resourceVersion>:<type>`.
+
+Pods: every pod is watched, and a pod is published when either reader needs
+it, the filter Volcano's own informers use: the job controller reads the pods
+of vcjobs (label `volcano.sh/job-name`), the scheduler reads the pods it is
+responsible for (`spec.schedulerName` in `scheduler_names`) and every pod on a
+node, whoever scheduled it, because it uses the node's resources
+(`pkg/scheduler/cache/cache.go`, the pod informer's filter). A pod of another
+scheduler is published from the moment it has a node. Other pods never reach
+the bus.
 
 Resume: after the publishes of a batch are acknowledged, the watcher's
 position (resourceVersion, and the objects it knows, trimmed to apiVersion,
@@ -58,6 +67,16 @@ RESOURCES = ("vcjobs", "pods", "podgroups", "queues", "commands", "nodes", "prio
 BRIDGE_BUCKET = "vcbus_bridge"
 HELD_UNTIL_LISTED = ("vcjobs",)  # published once every other resource's first list is in the stream
 HOLD_WARNING = 30.0  # seconds: say what the held resources wait for, every this often
+SCHEDULER_NAMES = ("volcano",)
+JOB_NAME_LABEL = "volcano.sh/job-name"
+
+
+def pod_wanted(pod: dict, scheduler_names: tuple[str, ...] = SCHEDULER_NAMES) -> bool:
+    """Whether a pod reaches the bus: a vcjob's pod, a pod for our scheduler, or a pod on a node."""
+    if JOB_NAME_LABEL in ((pod.get("metadata") or {}).get("labels") or {}):
+        return True
+    spec = pod.get("spec") or {}
+    return spec.get("schedulerName") in scheduler_names or bool(spec.get("nodeName"))
 _enc = msgspec.json.Encoder()
 _dec = msgspec.json.Decoder()
 
@@ -156,9 +175,11 @@ class Bridge:
             entry = await kv.get(key)
             snapshot = _dec.decode(entry.value) if entry.value else None
         if snapshot:
-            watcher = ResourceWatcher.from_snapshot(self.api, resource, snapshot, namespace=self.namespace)
+            watcher = ResourceWatcher.from_snapshot(self.api, resource, snapshot, namespace=self.namespace,
+                                                    **self._selectors(resource))
         else:
-            watcher = ResourceWatcher(self.api, resource, namespace=self.namespace)
+            watcher = ResourceWatcher(self.api, resource, namespace=self.namespace, **self._selectors(resource))
+        wanted = pod_wanted if resource == "pods" else None
         self.watchers[resource] = watcher
         watcher.start()
         publisher = Publisher(self.js)
@@ -174,7 +195,7 @@ class Bridge:
                 event = None
             except EOFError:
                 return
-            if event is not None:
+            if event is not None and (wanted is None or wanted(event["object"])):
                 record = {"type": event["type"], "object": event["object"], "time": observed_now()}
                 data = _enc.encode(record)
                 msg = prepare(data, decode(data))
@@ -192,6 +213,11 @@ class Bridge:
                 self.listed[resource].set()  # everything up to the end of the first list is acknowledged
                 log.info("bridge: %s %s (%d objects); watching from resourceVersion %s", resource,
                          "listed" if watcher.relists else "resumed", len(watcher.known), watcher.resource_version)
+
+    @staticmethod
+    def _selectors(resource: str) -> dict[str, str]:
+        # Every pod, not only the labelled ones the watcher selects by default (see the module docstring).
+        return {"label_selector": ""} if resource == "pods" else {}
 
     async def _hold(self, resource: str, stop: asyncio.Event) -> None:
         """Wait until the first list of every other resource is in the stream (or `stop`)."""

@@ -180,7 +180,7 @@ def _highest(ssn: Session, task: TaskState, nodes: list[NodeState]) -> NodeState
     if not scorers:
         return min(nodes, key=lambda n: n.name)
     sig = task.fact.score_sig
-    cache = ssn.score_cache.get(sig)
+    cache = ssn.score_cache.get(sig) if ssn.cache_predicates else {}
     if cache is None:
         cache = ssn.score_cache[sig] = {}
     best = None

@@ -32,9 +32,12 @@ class Filters:
         self.node_affinity = node_affinity
         self.taint_toleration = taint_toleration
         self.cache: dict[tuple, list[tuple[int, str] | None]] = {}
+        self.keep = True  # False: nothing is cached (run_session(cache_predicates=False))
 
     def static(self, placement: Placement, nodes: list[NodeFact]) -> list[tuple[int, str] | None]:
         """Per node (by session index): the first stable-filter failure, or None."""
+        if not self.keep:
+            return [self.check(placement, node) for node in nodes]
         key = placement.key
         result = self.cache.get(key)
         if result is None:
