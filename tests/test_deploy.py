@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import pathlib
 import shutil
 import subprocess
@@ -86,11 +87,16 @@ def render(overlay: str = "") -> list[dict]:
             t = patch["target"]
             target = obj(objs, t["kind"], t["name"])
             for op in yaml.safe_load(patch["patch"]):
-                assert op["op"] == "add" and op["path"].endswith("/-"), "only list appends are rendered here"
+                assert op["op"] in ("add", "replace"), "only adds and replaces are rendered here"
+                assert op["op"] == "replace" or op["path"].endswith("/-"), "only list appends are rendered here"
                 node = target
-                for part in op["path"].strip("/").split("/")[:-1]:
+                *parents, last = op["path"].strip("/").split("/")
+                for part in parents:
                     node = node[int(part)] if isinstance(node, list) else node[part]
-                node.append(op["value"])
+                if op["op"] == "add":
+                    node.append(op["value"])
+                else:
+                    node[int(last) if isinstance(node, list) else last] = op["value"]
         return objs
 
     return copy.deepcopy(build(DEPLOY / overlay if overlay else DEPLOY))
@@ -103,7 +109,7 @@ def obj(objs: list[dict], kind: str, name: str) -> dict:
 def test_every_manifest_parses_and_every_kustomization_lists_files_that_exist():
     listed: set[pathlib.Path] = set()
     kustomizations = sorted(DEPLOY.rglob(KUSTOMIZATION))
-    assert {p.parent.relative_to(DEPLOY).as_posix() for p in kustomizations} == {".", "base", "observe-only"}
+    assert {p.parent.relative_to(DEPLOY).as_posix() for p in kustomizations} == {".", "base", "observe-only", "standalone"}
     for kfile in kustomizations:
         k = yaml.safe_load(kfile.read_text())
         assert k["kind"] == "Kustomization", kfile
@@ -141,6 +147,10 @@ def test_every_manifest_parses_and_every_kustomization_lists_files_that_exist():
     assert dep["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"] is True
     observe_args = obj(observe, "Deployment", "vcbus")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert observe_args == [*container["args"], "--observe-only"]
+    standalone = render("standalone")
+    assert [(x["kind"], x["metadata"]["name"]) for x in standalone] == [(x["kind"], x["metadata"]["name"]) for x in full]
+    standalone_args = obj(standalone, "Deployment", "vcbus")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert standalone_args == [a for a in container["args"] if a != "--no-scheduler"]  # the vcbus scheduler runs
     nats_conf = obj(full, "ConfigMap", "nats-config")["data"]["nats.conf"]
     assert "sync_interval: always" in nats_conf
     sts = obj(full, "StatefulSet", "nats")
@@ -150,11 +160,20 @@ def test_every_manifest_parses_and_every_kustomization_lists_files_that_exist():
     assert observe_verbs == {"list", "watch"}
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (for `kubectl kustomize`) is not installed")
-def test_kustomize_builds_both_variants_as_this_test_reads_them():
-    for overlay in ("", "observe-only"):
+def kubectl_binary() -> str:
+    """The kubectl scripts/envtest.sh builds beside kube-apiserver (`make test` builds it), else PATH's."""
+    assets = k8s_env.asset_dir()
+    if assets is not None and os.access(assets / "kubectl", os.X_OK):
+        return str(assets / "kubectl")
+    found = shutil.which("kubectl")
+    assert found, "no kubectl: run `make envtest` (it builds kubectl) or put one on PATH"
+    return found
+
+
+def test_kustomize_builds_every_variant_as_this_test_reads_them():
+    for overlay in ("", "observe-only", "standalone"):
         out = subprocess.run(
-            ["kubectl", "kustomize", str(DEPLOY / overlay if overlay else DEPLOY)],
+            [kubectl_binary(), "kustomize", str(DEPLOY / overlay if overlay else DEPLOY)],
             capture_output=True, text=True, timeout=60,
         )
         assert out.returncode == 0, out.stderr
