@@ -132,6 +132,34 @@ def test_bad_input_exits_2_naming_file_and_line(tmp_path, capsys, content, expec
     assert err.startswith(f"error: {path}") and expected in err
 
 
+BOMB = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 8))
+
+
+@pytest.mark.parametrize("command", ["validate", "render"])
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (BOMB, "alias bomb"),
+        ("a: " + "[" * 3000 + "]" * 3000 + "\n", "nesting deeper than 100 levels"),
+    ],
+    ids=["alias_bomb", "deep_nesting"],
+)
+def test_hostile_yaml_exits_2_without_expanding_it(tmp_path, capsys, command, content, expected):
+    path = tmp_path / "hostile.yaml"
+    path.write_text(content)
+    code, out, err = run(capsys, command, str(path))
+    assert code == 2 and out == ""
+    assert err.startswith(f"error: {path}:1: document 1: ") and expected in err and "Traceback" not in err
+
+
+def test_an_unquoted_date_is_a_string_as_in_kubernetes(tmp_path, capsys):
+    path = tmp_path / "date.yaml"
+    path.write_text(SEED.read_text().replace("name: resnet-dist-train", "name: 2026-11-30", 1))
+    code, out, _ = run(capsys, "validate", str(path))
+    assert (code, out) == (0, f"{path}:4: Job 2026-11-30: ok\n")
+
+
 def test_missing_file_exits_2(capsys):
     code, _, err = run(capsys, "validate", "/nonexistent/job.yaml")
     assert code == 2 and err == "error: /nonexistent/job.yaml: no such file\n"

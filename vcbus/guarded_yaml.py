@@ -30,7 +30,17 @@ class YamlInputError(UserError):
 
 
 class _GuardedLoader(yaml.SafeLoader):
-    """SafeLoader that refuses nesting deeper than MAX_DEPTH while composing."""
+    """SafeLoader that refuses nesting deeper than MAX_DEPTH while composing.
+
+    Like Kubernetes' YAML (sigs.k8s.io/yaml), an unquoted date such as `name: 2026-11-30` stays a
+    string: SafeLoader's timestamp resolver would make it a `datetime.date`, which no object field
+    accepts and JSON cannot encode.
+    """
+
+    yaml_implicit_resolvers = {
+        first: [r for r in resolvers if r[0] != "tag:yaml.org,2002:timestamp"]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
 
     def __init__(self, stream: Any) -> None:
         super().__init__(stream)
@@ -55,11 +65,22 @@ class _TooDeep(Exception):
 
 def yaml_documents(data: bytes, source: str) -> list[tuple[str, Any]]:
     """(place, value) of each YAML document, with the depth and alias guards."""
+    return [(f"{source}:{line}: document {index}", value) for line, index, value in yaml_values(data, source)]
+
+
+def yaml_values(data: bytes | str, source: str) -> list[tuple[int, int, Any]]:
+    """(first line, document number, value) of each non-empty YAML document, guarded."""
+    if isinstance(data, str):
+        return _values(data, source)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
         raise YamlInputError(f"{source}: not UTF-8 text ({err.reason} at byte {err.start})") from None
-    out: list[tuple[str, Any]] = []
+    return _values(text, source)
+
+
+def _values(text: str, source: str) -> list[tuple[int, int, Any]]:
+    out: list[tuple[int, int, Any]] = []
     loader = _GuardedLoader(text)
     index = 0
     try:
@@ -70,7 +91,7 @@ def yaml_documents(data: bytes, source: str) -> list[tuple[str, Any]]:
                 continue
             where = f"{source}:{node.start_mark.line + 1}: document {index}"
             _check_aliases(node, where)
-            out.append((where, loader.construct_document(node)))
+            out.append((node.start_mark.line + 1, index, loader.construct_document(node)))
     except _TooDeep as err:
         raise YamlInputError(
             f"{source}:{err.mark.line + 1}: document {max(index, 1)}: nesting deeper than {MAX_DEPTH} levels"

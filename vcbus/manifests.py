@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from vcbus.errors import UserError
+from vcbus.guarded_yaml import yaml_values
 
 
 class ManifestError(UserError):
@@ -96,25 +97,8 @@ def _load_json(source: str, text: str) -> list[Document]:
 
 def _load_yaml(source: str, text: str) -> list[Document]:
     docs: list[Document] = []
-    loader = yaml.SafeLoader(text)
-    index = 0
-    try:
-        while loader.check_node():
-            index += 1
-            node = loader.get_node()
-            if node is None:
-                continue
-            obj = loader.construct_document(node)
-            docs += _expand(source, index, node.start_mark.line + 1, obj)
-    except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark or err.context_mark
-        where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
-        problem = err.problem or err.context or "invalid YAML"
-        raise ManifestError(f"{where}: document {max(index, 1)}: {problem}") from None
-    except yaml.YAMLError as err:
-        raise ManifestError(f"{source}: document {max(index, 1)}: {err}") from None
-    finally:
-        loader.dispose()
+    for line, index, obj in yaml_values(text, source):  # guarded: no alias bombs, bounded depth
+        docs += _expand(source, index, line, obj)
     return docs
 
 

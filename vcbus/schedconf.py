@@ -10,9 +10,9 @@ or the only `*.conf` key), so `kubectl get cm volcano-scheduler-configmap -o
 yaml > sched.yaml` is a valid input.
 
 A scheduler config is small, so reading is bounded: files over `MAX_BYTES`
-are refused, and so is a document whose node graph, with aliases expanded,
-exceeds `MAX_NODES` (a "billion laughs" alias bomb would otherwise expand
-exponentially while being built). Anchors and aliases within that bound work.
+are refused, and YAML is read by `vcbus.guarded_yaml` (no alias bombs, no
+nesting deep enough to exhaust the stack; anchors and aliases within its
+bounds work).
 
 Every problem is a `ConfigFileError` (a `UserError`, exit code 2) whose
 message names the file and, for a bad field, the field path:
@@ -24,13 +24,11 @@ from __future__ import annotations
 import pathlib
 from typing import Any
 
-import yaml
-
 from statemachines.scheduler.config import DEFAULT_CONFIG, ConfigError, SchedulerConfig, config_from_dict
 from vcbus.errors import UserError
+from vcbus.guarded_yaml import yaml_values
 
 MAX_BYTES = 1024 * 1024
-MAX_NODES = 100_000
 CONF_KEY = "volcano-scheduler.conf"
 
 
@@ -74,44 +72,15 @@ def _read(source: str) -> str:
 
 
 def parse_yaml(source: str, text: str) -> Any:
-    """One YAML document as plain data, with a bounded alias expansion."""
+    """One YAML document as plain data, with vcbus.guarded_yaml's depth and alias guards."""
     if len(text) > MAX_BYTES:
         raise ConfigFileError(f"{source}: more than {MAX_BYTES} characters")
-    loader = yaml.SafeLoader(text)
-    try:
-        node = loader.get_single_node()
-        if node is None:
-            raise ConfigFileError(f"{source}: empty; expected a scheduler config (actions, tiers)")
-        _check_size(source, node)
-        return loader.construct_document(node)
-    except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark or err.context_mark
-        where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
-        raise ConfigFileError(f"{where}: {err.problem or err.context or 'invalid YAML'}") from None
-    except yaml.YAMLError as err:
-        raise ConfigFileError(f"{source}: invalid YAML: {err}") from None
-    finally:
-        loader.dispose()
-
-
-def _check_size(source: str, root: yaml.Node) -> None:
-    """Count the nodes the document expands to (an alias counts its whole target again)."""
-    count = 0
-    stack: list[yaml.Node] = [root]
-    while stack:
-        node = stack.pop()
-        count += 1
-        if count > MAX_NODES:
-            raise ConfigFileError(
-                f"{source}:{root.start_mark.line + 1}: the document expands to more than {MAX_NODES} "
-                "YAML nodes (aliases expanded); not a scheduler config"
-            )
-        if isinstance(node, yaml.SequenceNode):
-            stack.extend(node.value)
-        elif isinstance(node, yaml.MappingNode):
-            for key, value in node.value:
-                stack.append(key)
-                stack.append(value)
+    docs = yaml_values(text, source)
+    if not docs:
+        raise ConfigFileError(f"{source}: empty; expected a scheduler config (actions, tiers)")
+    if len(docs) > 1:
+        raise ConfigFileError(f"{source}:{docs[1][0]}: more than one YAML document; expected one scheduler config")
+    return docs[0][2]
 
 
 def _unwrap_configmap(source: str, data: Any) -> Any:
