@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test test-fast lint run bench envtest docs clean
+.PHONY: venv test test-fast lint run bench envtest browser docs docs-images clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -26,7 +26,14 @@ lint: $(STAMP)
 envtest:
 	@scripts/envtest.sh >/dev/null || echo "make envtest: no kube-apiserver/etcd; the k8s tests will skip (fail if VCBUS_REQUIRE_K8S=1)" >&2
 
-test: $(STAMP) envtest
+# Debian's chromium for the browser tests (the `vcbus replay --html` page). Installed
+# with apt-get when /usr/bin/chromium is missing (sudo only when not root). Never fails
+# the build: without it those tests skip with a message (or fail when
+# VCBUS_REQUIRE_BROWSER=1 or VCBUS_REQUIRE_K8S=1).
+browser:
+	@scripts/install-browser.sh
+
+test: $(STAMP) envtest browser
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest
 
@@ -41,6 +48,11 @@ docs: $(STAMP)
 	$(BIN)/python -c "from statemachines.job.diagram import document; print(document(), end='')" > docs/statemachines/job.md
 	$(BIN)/python -c "from statemachines.queues.diagram import document; print(document(), end='')" > docs/statemachines/queue.md
 	$(BIN)/python -m vcbus.bus.schemas
+	$(BIN)/python -m vcbus.replay_schema
+
+# The screenshot in docs/replay.md, taken with the headless chromium the tests use.
+docs-images: $(STAMP) browser
+	$(BIN)/python scripts/replay_screenshot.py docs/images/replay-html.png
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/replay.py --quick

@@ -6,8 +6,9 @@ The report is a stable contract used by scripts (docs/replay.md):
      "jobs": [{"namespace", "name", "uid", "status", "history", "actions", "commands",
                "divergences", "pendingTimers"}]}
 
-`history` are phase transitions, `actions` every resolution of a bus event
-(the default SyncJob included), `commands` what the controller asked of the
+`history` are phase transitions (`reason`: the action being executed, kept for
+compatibility; `cause`: why the phase moved, in words), `actions` every resolution of a bus event
+(the default SyncJob included; `policyText`: the matched policy by its content), `commands` what the controller asked of the
 cluster. Each entry's `seq` is the 1-based position of the record that caused it.
 """
 
@@ -38,6 +39,8 @@ def action_entry(a: o.ActionResolved, *, explain: bool = False) -> dict:
         "policy": a.policy,
         "phase": a.phase,
     }
+    if a.policy_text:
+        entry["policyText"] = a.policy_text
     if a.delay:
         entry["delay"] = a.delay
     if a.reason:
@@ -54,6 +57,7 @@ def phase_entry(p: o.PhaseChanged) -> dict:
         "from": p.from_phase,
         "to": p.to_phase,
         "reason": p.action,
+        "cause": p.cause,
         "retryCount": p.retry_count,
         "version": p.version,
     }

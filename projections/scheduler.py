@@ -82,8 +82,8 @@ class SchedulerCache:
             if record.time:
                 try:
                     when = timefmt.normalize(record.time)
-                except ValueError:
-                    raise RecordError(f"invalid record time {record.time!r}") from None
+                except ValueError:  # not a time: treated as absent (the record is still folded)
+                    when = self.time
             obj = record.object
             deleted = record.type == "DELETED"
             try:

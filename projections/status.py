@@ -1,11 +1,21 @@
 """The status projection: for every job, the `status` object Volcano would write.
 
 A fold over the domain events: each `StatusChanged` carries the whole status
-the controller wrote, so the view is simply the last one per job, kept as the
-JSON-ready dict that goes into the vcjob's status subresource (and into the
-`vcbus_status` KV bucket on the bus). `position` is the last applied `seq`:
+the controller wrote, so the view is simply the last one per job. A job whose
+first appearance already carried a status (a running cluster, nearly every
+recorded `kubectl get -w` log) starts from that adopted status, which its
+`JobObserved` carries: a job the controller then leaves alone still reports
+the status the log showed. The view is the JSON-ready dict that goes into
+the vcjob's status subresource (and into the `vcbus_status` KV bucket on the
+bus). `position` is the last applied `seq`:
 re-applying an event at or below it changes nothing, which makes re-delivery
 harmless and lets a rebuild from sequence 1 equal the live view.
+
+A job one of whose records was set aside (`record.poison.v1`) gets a
+condition `{"type": "Poisoned", "status": "True", "reason": "RecordPoisoned",
+"message": ...}` appended to its status conditions (a status of its own if it
+has none yet) until every such record's retry was decided (`record.retried.v1`),
+so its owner sees that the job's view may be missing something.
 """
 
 from __future__ import annotations
@@ -15,12 +25,14 @@ from typing import Iterable
 import msgspec
 
 from statemachines import outputs as o
+from statemachines.status import JobStatus
 
 
 class StatusView:
     def __init__(self) -> None:
-        self.statuses: dict[str, o.StatusChanged] = {}
+        self.statuses: dict[str, JobStatus] = {}
         self.deleted: set[str] = set()
+        self.poisoned: dict[str, dict[tuple[str, int], o.RecordPoisoned]] = {}
         self.position = 0
 
     def apply(self, event: o.Output, position: int | None = None) -> bool:
@@ -30,10 +42,24 @@ class StatusView:
             return False
         self.position = pos
         if isinstance(event, o.StatusChanged):
-            self.statuses[event.job] = event
+            self.statuses[event.job] = event.status
+            self.deleted.discard(event.job)
+        elif isinstance(event, o.JobObserved):
+            # a new incarnation: its adopted status, or none until the controller writes one
+            if event.status is not None:
+                self.statuses[event.job] = event.status
+            else:
+                self.statuses.pop(event.job, None)
             self.deleted.discard(event.job)
         elif isinstance(event, o.JobDeleted):
             self.deleted.add(event.job)
+        elif isinstance(event, o.RecordPoisoned):
+            self.poisoned.setdefault(event.job, {})[(event.stream, event.sequence)] = event
+        elif isinstance(event, o.RecordRetried):
+            records = self.poisoned.get(event.job, {})
+            records.pop((event.stream, event.sequence), None)
+            if not records:
+                self.poisoned.pop(event.job, None)
         return True
 
     def apply_all(self, events: Iterable[o.Output]) -> "StatusView":
@@ -42,12 +68,28 @@ class StatusView:
         return self
 
     def status(self, job: str) -> dict | None:
-        ev = self.statuses.get(job)
-        if ev is None:
+        status = self.statuses.get(job)
+        poisoned = self.poisoned.get(job)
+        if status is None and not poisoned:
             return None
-        out = msgspec.to_builtins(ev.status)
+        out = msgspec.to_builtins(status) if status is not None else {}
         out.setdefault("state", {})
+        if poisoned:
+            out["conditions"] = [*(out.get("conditions") or []), poisoned_condition(list(poisoned.values()))]
         return out
 
     def jobs(self) -> list[str]:
         return sorted(self.statuses)
+
+
+def poisoned_condition(records: list[o.RecordPoisoned]) -> dict[str, str]:
+    """The `Poisoned` status condition for a job's records set aside (latest first in the message)."""
+    last = records[-1]
+    where = ", ".join(f"{r.stream} seq {r.sequence}" for r in records)
+    return {
+        "type": "Poisoned",
+        "status": "True",
+        "reason": "RecordPoisoned",
+        "message": f"{len(records)} record(s) set aside ({where}); last: {last.reason}",
+        "lastTransitionTime": last.time,
+    }

@@ -31,6 +31,7 @@ from statemachines.cache import (
     pod_identity,
 )
 from statemachines.garbagecollector import GarbageCollector
+from statemachines.job.causes import combine, policy_text, request_text
 from statemachines.job.controller import SyncError, Target, kill_job, kill_target, sync_job
 from statemachines.job.handling import PodOp
 from statemachines.job.machine import handling
@@ -38,7 +39,7 @@ from statemachines.objects import Command, Job, Pod, PodGroup, Queue, job_key
 from statemachines.policies import Request, Resolution, resolve
 from statemachines.queues.controller import QueueController
 from statemachines.records import Decoded, Ignored, TimerRecord
-from statemachines.status import JobCondition, JobState, JobStatus
+from statemachines.status import JobCondition, JobState, JobStatus, copy_status
 from statemachines.timefmt import ZERO_TIME, add, go_duration, normalize
 from statemachines.timers import RULE_A_EVENTS, Timer, cancels_on_execute, rule_a_cancels, rule_b_cancels
 from statemachines.vocabulary import Action, Event
@@ -88,6 +89,7 @@ class Engine:
         self.out: list[o.Output] = []
         self.ignored = 0
         self.spec_changed = False  # the request being handled comes from a change of the job spec
+        self._why: object = None  # what is being executed: (Request, Resolution), a Timer or a text
         # Volcano's other controllers, folds of the same log (statemachines/queues/, garbagecollector.py)
         self.queue_controller = QueueController(self)
         self.gc = GarbageCollector(self)
@@ -101,15 +103,48 @@ class Engine:
         strict = self.queues_seen if self.strict_queues is None else self.strict_queues
         return not strict or name in self.queues
 
+    def job_forwarding(self, entry: JobEntry) -> bool:
+        """The job's queue has `extendClusters`: Volcano's syncJob marks the job and its pods forwarded."""
+        queue = self.queues.get(entry.job.spec.queue) if entry.job is not None else None
+        return queue is not None and bool(queue.spec.extend_clusters)
+
     def render_pod(self, entry: JobEntry, task: str, index: int, status: JobStatus) -> dict | None:
         if self._render_pod is None or entry.raw is None:
             return None
-        return self._render_pod(entry.raw, task, index, status)
+        return self._render_pod(entry.raw, task, index, status, job_forwarding=self.job_forwarding(entry))
 
     def render_podgroup(self, entry: JobEntry) -> dict | None:
         if self._render_podgroup is None or entry.raw is None:
             return None
-        return self._render_podgroup(entry.raw)
+        return self._render_podgroup(entry.raw, job_forwarding=self.job_forwarding(entry))
+
+    def cause(self, entry: JobEntry, guard: str) -> str:
+        """`PhaseChanged.cause`: the guard that held and the request being executed, in words."""
+        why = self._why
+        if isinstance(why, Timer):
+            request = (
+                f"timeout expired: {request_text(why.event, why.task, why.pod, 0)}, "
+                f"policy {policy_text(entry.job, why.policy) or why.policy}"
+            )
+        elif isinstance(why, str):
+            request = why
+        elif isinstance(why, tuple):
+            req, res = why
+            if req.source == "command":
+                request = f"command {req.action}"
+            elif req.source == "self":
+                request = ""  # the pass after our own status write: the guard says it all
+            elif req.source == "podgroup":
+                request = f"PodGroup {entry.pg.name} phase changed to {entry.pg.phase}" if entry.pg else ""
+            elif req.source == "job":
+                request = "job spec changed" if self.spec_changed else ""
+            else:
+                request = request_text(req.event, req.task, req.pod, req.exit_code)
+                if res.policy != "default":
+                    request += f", policy {policy_text(entry.job, res.policy) or res.policy}"
+        else:
+            request = ""
+        return combine(guard, request)
 
     def entry(self, namespace: str, name: str) -> JobEntry:
         key = job_key(namespace, name)
@@ -243,6 +278,7 @@ class Engine:
             adopted_phase=entry.status.state.phase,
             retry_count=entry.status.retry_count,
             version=entry.status.version,
+            status=copy_status(entry.status) if entry.recorded is not None else None,
         )
         self._handle(entry, Request(event=Event.OUT_OF_SYNC, source="job"))
 
@@ -288,14 +324,20 @@ class Engine:
                 resource_version=rv,
             )
 
-    def final_divergences(self) -> list[o.Output]:
-        """At the end of a log: jobs whose last recorded status is not where vcbus ended."""
+    def final_divergences(self, *, cut: bool = False) -> list[o.Output]:
+        """At the end of a log: jobs whose last recorded status is not where vcbus ended.
+
+        `cut`: the log was cut short (`--until`), so a status write that was still to
+        come is no divergence: a recorded status on the trail of states vcbus went
+        through since (a cut in mid-transition) is left out."""
         self.out = []
         for entry in self.jobs.values():
             if entry.recorded is None or entry.status is None or entry.job is None:
                 continue
             phase, retry = entry.recorded
             if (phase, retry) != (entry.status.state.phase, entry.status.retry_count):
+                if cut and (phase, retry) in entry.trail:
+                    continue
                 self._diverged(entry, phase, retry, "", final=True)
         return self.out
 
@@ -471,6 +513,7 @@ class Engine:
             return
         res = resolve(entry.job, req, version=entry.status.version, explain=self.explain)
         phase = entry.status.state.phase
+        self._why = (req, res)
         self.emit(
             o.ActionResolved,
             entry,
@@ -484,6 +527,7 @@ class Engine:
             phase=phase,
             reason=res.reason,
             explain=res.explain,
+            policy_text=policy_text(entry.job, res.policy) if res.policy[:1] in ("j", "t") else "",
         )
         if res.delay != 0:  # Volcano registers any non-zero delay; a negative one fires at once
             self._schedule(entry, req, res)
@@ -510,6 +554,7 @@ class Engine:
             # failures, forces TerminateJob. Nothing in the log can change the outcome
             # of those retries, so vcbus takes that path at once (docs/fidelity.md).
             self.emit(o.SyncFailed, entry, message=str(err))
+            self._why = f"sync failed ({err}), retry limit reached -> TerminateJob"
             self.emit(
                 o.RecordEvent,
                 entry,
@@ -624,7 +669,9 @@ class Engine:
             action=timer.action,
             policy=f"timer:{timer.policy}",
             phase=entry.status.state.phase,
+            policy_text=policy_text(entry.job, timer.policy),
         )
+        self._why = timer
         self.execute(entry, timer.action, _target(timer.action, timer.task, timer.pod, timer.partition))
         self._rule_b(entry, timer.action, task=timer.task, pod=timer.pod, partition=timer.partition)
         self._follow_up(entry)

@@ -38,6 +38,7 @@ class JobObserved(Output, tag="job.observed.v1", kw_only=True):
     adopted_phase: str = ""  # non-empty when an existing status was adopted
     retry_count: int = 0
     version: int = 0
+    status: JobStatus | None = None  # the adopted status object, as the log showed it (None: none adopted)
 
 
 class JobDeleted(Output, tag="job.deleted.v1", kw_only=True):
@@ -59,6 +60,7 @@ class ActionResolved(Output, tag="job.action.resolved.v1", kw_only=True):
     phase: str = ""  # phase the action was executed in
     reason: str = ""  # why the default applied (internal event, old version, uid...)
     explain: list[str] = []  # with --explain: why each other policy did not match
+    policy_text: str = ""  # the matched policy by its content: "PodFailed -> RestartJob (job policy 1)"
 
 
 class PhaseChanged(Output, tag="job.phase.changed.v1", kw_only=True):
@@ -69,6 +71,7 @@ class PhaseChanged(Output, tag="job.phase.changed.v1", kw_only=True):
     action: str = ""  # the action being executed when it moved
     retry_count: int = 0
     version: int = 0
+    cause: str = ""  # why it moved, in words: "retries exhausted (retryCount 3 of maxRetry 3)"
 
 
 class StatusChanged(Output, tag="job.status.changed.v1", kw_only=True):
@@ -207,6 +210,28 @@ class JobExpired(Output, tag="job.ttl.expired.v1", kw_only=True):
     ttl_seconds: int = 0
 
 
+class RecordPoisoned(Output, tag="record.poison.v1", kw_only=True):
+    """A record a bus service could not decode or decide was set aside (acked, not retried).
+
+    `job` is the record's job when it can be told, else `_/poison`. `stream`/`sequence`
+    address the record (`vcbus poison retry` re-publishes it); `component` is the service
+    that set it aside (decider, projector, scheduler)."""
+
+    stream: str = ""
+    sequence: int = 0
+    subject: str = ""
+    component: str = ""
+    reason: str = ""
+
+
+class RecordRetried(Output, tag="record.retried.v1", kw_only=True):
+    """A poisoned record's copy (`vcbus poison retry`) was decided without failure."""
+
+    stream: str = ""
+    sequence: int = 0  # the poisoned record
+    retry_sequence: int = 0  # its re-published copy
+
+
 DOMAIN_EVENTS = (
     JobObserved,
     JobDeleted,
@@ -226,6 +251,8 @@ DOMAIN_EVENTS = (
     JobUnschedulable,
     QueueStateChanged,
     JobExpired,
+    RecordPoisoned,
+    RecordRetried,
 )
 
 # ------------------------------------------------------------------ commands
@@ -414,6 +441,8 @@ DomainEvent = Union[
     JobUnschedulable,
     QueueStateChanged,
     JobExpired,
+    RecordPoisoned,
+    RecordRetried,
 ]
 CommandOut = Union[
     CreatePod,

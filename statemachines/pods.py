@@ -102,6 +102,13 @@ def _job_volumes(pod: dict[str, Any], job: dict[str, Any]) -> None:
             ]
 
 
+def mark_forwarding(job: dict[str, Any]) -> dict[str, Any]:
+    """A copy of `job` as syncJob writes it when its queue has extendClusters: `volcano.sh/job-forwarding: "true"`."""
+    meta = dict(job.get("metadata") or {})
+    meta["annotations"] = {**(meta.get("annotations") or {}), FORWARDING_KEY: "true"}
+    return {**job, "metadata": meta}
+
+
 def build_pod(
     job: dict[str, Any],
     task_name: str,

@@ -17,12 +17,15 @@ output has none, and the event time is then derived from the object itself.
 
 from __future__ import annotations
 
+import re
 from typing import Union
 
 import msgspec
 from msgspec import Struct
+from msgspec.structs import replace
 
-from statemachines.objects import API_VERSIONS, KnownObject
+from statemachines import timefmt
+from statemachines.objects import API_VERSIONS, Job, KnownObject, Pod
 
 WATCH_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED"})
 
@@ -35,6 +38,8 @@ class Observed(Struct, frozen=True, gc=False):
     type: str  # ADDED | MODIFIED | DELETED
     object: KnownObject
     time: str | None = None
+    # timestamps that were not RFC 3339 and were treated as absent ("time: 'x' is not a time")
+    notes: tuple[str, ...] = ()
 
 
 class Ignored(Struct, frozen=True):
@@ -72,8 +77,22 @@ _timer = msgspec.json.Decoder(_TimerEnvelope)
 _generic = msgspec.json.Decoder()
 
 
+NAMESPACED = frozenset({"Job", "Pod", "PodGroup", "Command"})
+
+
 def decode(data: bytes) -> Decoded:
-    """Decode one record; raise `RecordError` if it is unusable."""
+    """Decode one record; raise `RecordError` if it is unusable.
+
+    A JSON document nested deeper than the decoder's recursion limit is a
+    `RecordError` too (never a `RecursionError` escaping to the caller).
+    """
+    try:
+        return _decode(data)
+    except RecursionError:
+        raise RecordError("nested too deeply to decode (JSON depth limit exceeded)") from None
+
+
+def _decode(data: bytes) -> Decoded:
     try:
         env = _typed.decode(data)
     except msgspec.DecodeError as err:
@@ -88,7 +107,9 @@ def decode(data: bytes) -> Decoded:
         raise RecordError(f"unknown watch event type {env.type!r} (expected ADDED, MODIFIED, DELETED or BOOKMARK)")
     if not obj.metadata.name:
         raise RecordError(f"{_what(kind)} without metadata.name")
-    return Observed(env.type, obj, env.time)
+    if kind in NAMESPACED and not obj.metadata.namespace:
+        raise RecordError(f"{_what(kind)} {obj.metadata.name!r} without metadata.namespace")
+    return checked_times(Observed(env.type, obj, env.time))
 
 
 def _what(kind: str) -> str:
@@ -150,3 +171,95 @@ def _json_type(value: object) -> str:
     if value is None:
         return "null"
     return "an object"
+
+
+# ------------------------------------------------------------------ timestamps
+
+_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})?$")
+
+
+def valid_time(ts: str) -> bool:
+    """True when `ts` is an RFC 3339 timestamp the domain can order and do arithmetic on."""
+    if not _RFC3339.match(ts):
+        return False
+    try:
+        timefmt.parse(ts)
+    except ValueError:
+        return False
+    return True
+
+
+def checked_times(rec: Observed) -> Observed:
+    """`rec` with every timestamp that is not RFC 3339 treated as absent, each one noted.
+
+    The record's `time` and the object's `creationTimestamp`, condition and
+    container times become None, so the event time is derived as if they were
+    missing. A bad `deletionTimestamp` keeps its meaning (the object is being
+    deleted) but carries no time: it becomes the epoch, which never moves the
+    log's clock. Jobs keep progressing; the caller reports `notes`.
+    """
+    notes: list[str] = []
+
+    def ok(path: str, ts: str | None) -> bool:
+        if ts is None or valid_time(ts):
+            return True
+        notes.append(f"{path}: {ts!r} is not an RFC 3339 time; treated as absent")
+        return False
+
+    when = rec.time if ok("time", rec.time) else None
+    obj = rec.object
+    meta = obj.metadata
+    fixed_meta = meta
+    if not ok("metadata.creationTimestamp", meta.creation_timestamp):
+        fixed_meta = replace(fixed_meta, creation_timestamp=None)
+    if not ok("metadata.deletionTimestamp", meta.deletion_timestamp):
+        fixed_meta = replace(fixed_meta, deletion_timestamp=timefmt.ZERO_TIME)
+    if fixed_meta is not meta:
+        obj = replace(obj, metadata=fixed_meta)
+    if isinstance(obj, Job) and obj.status is not None:
+        state = obj.status.state
+        if not ok("status.state.lastTransitionTime", state.last_transition_time):
+            obj = replace(obj, status=replace(obj.status, state=replace(state, last_transition_time=None)))
+    elif isinstance(obj, Pod) and obj.status is not None:
+        obj = _checked_pod(obj, ok)
+    if not notes:
+        return rec
+    return Observed(rec.type, obj, when, tuple(notes))
+
+
+def _checked_pod(pod: Pod, ok) -> Pod:
+    status = pod.status
+    conds = status.conditions
+    if conds:
+        new = [
+            c if ok(f"status.conditions[{i}].lastTransitionTime", c.last_transition_time)
+            else replace(c, last_transition_time=None)
+            for i, c in enumerate(conds)
+        ]
+        if any(a is not b for a, b in zip(new, conds)):
+            status = replace(status, conditions=new)
+    for field in ("container_statuses", "init_container_statuses"):
+        statuses = getattr(status, field)
+        if not statuses:
+            continue
+        new_cs = [_checked_container(f"status.{field}[{i}]", cs, ok) for i, cs in enumerate(statuses)]
+        if any(a is not b for a, b in zip(new_cs, statuses)):
+            status = replace(status, **{field: new_cs})
+    return pod if status is pod.status else replace(pod, status=status)
+
+
+def _checked_container(path: str, cs, ok):
+    st = cs.state
+    if st is None:
+        return cs
+    if st.terminated is not None:
+        term = st.terminated
+        fixed = term
+        if not ok(f"{path}.state.terminated.startedAt", term.started_at):
+            fixed = replace(fixed, started_at=None)
+        if not ok(f"{path}.state.terminated.finishedAt", term.finished_at):
+            fixed = replace(fixed, finished_at=None)
+        return cs if fixed is term else replace(cs, state=replace(st, terminated=fixed))
+    if st.running is not None and not ok(f"{path}.state.running.startedAt", st.running.started_at):
+        return replace(cs, state=replace(st, running=replace(st.running, started_at=None)))
+    return cs

@@ -7,6 +7,11 @@ volumes, each pod `<job>-<task>-<index>` as the controller would create it
 objects of the plugins' OnJobAdd (ConfigMaps, Services, NetworkPolicies,
 Secrets) in plugin order.
 
+With `job_forwarding` (the job's queue has `extendClusters`) the job is shown
+as Volcano's syncJob writes it, annotated `volcano.sh/job-forwarding: "true"`;
+the PodGroup copies that annotation and every pod gets the key as a label and
+an annotation.
+
 Inputs that a cluster would supply are made up deterministically: namespace
 `default` when absent, a uid derived from `<namespace>/<name>` (uuid5) when
 absent, and the status the controller has written by the time it creates the
@@ -27,7 +32,7 @@ from statemachines.plugins.base import owner_reference
 from statemachines.plugins.ssh import fill_ssh_keys
 from statemachines.plugins.status_mounter import NAME as STATUS_MOUNTER, status_mounter_configmap
 from statemachines.podgroup import build_podgroup
-from statemachines.pods import build_pod, claim_names
+from statemachines.pods import build_pod, claim_names, mark_forwarding
 
 RENDER_NAMESPACE = "urn:vcbus:render"
 
@@ -84,6 +89,7 @@ def render_job(
     status: dict[str, Any] | None = None,
     ssh_keys: tuple[str, str] | None = None,
     priorities: Mapping[str, int] | None = None,
+    job_forwarding: bool = False,
 ) -> list[dict[str, Any]]:
     """Every object of `job`, mutated job first (see the module docstring).
 
@@ -96,11 +102,16 @@ def render_job(
         ssh_keys: (private PEM, public OpenSSH line) for the ssh Secret when
             the plugin generates keys; without it the Secret lacks them.
         priorities: PriorityClass values, for PodGroup minResources.
+        job_forwarding: the job's queue has `extendClusters`: the job as
+            syncJob annotates it (`volcano.sh/job-forwarding: "true"`, which
+            the PodGroup copies) and its pods marked with that key.
 
     Raises:
         statemachines.plugins.PluginError: a plugin refused (e.g. ray without head task).
     """
     mutated = mutate_job(prepare(job, namespace=namespace), scheduler_name=scheduler_name)
+    if job_forwarding:
+        mutated = mark_forwarding(mutated)  # the controller's first write, before it creates anything
     live = copy.deepcopy(mutated)
     live["status"] = copy.deepcopy(status) if status is not None else initial_status(mutated)
     added = on_job_add(live)
@@ -111,7 +122,11 @@ def render_job(
     retry = int(live["status"].get("retryCount") or 0)
     for task in (live.get("spec") or {}).get("tasks") or []:
         for index in range(int(task.get("replicas") or 0)):
-            objects.append(build_pod(live, task.get("name", ""), index, version=version, retry_count=retry))
+            objects.append(
+                build_pod(
+                    live, task.get("name", ""), index, version=version, retry_count=retry, job_forwarding=job_forwarding
+                )
+            )
     for effect in added.effects:
         if isinstance(effect, ApplyObject):
             manifest = effect.manifest

@@ -7,6 +7,11 @@ plugins' OnPodCreate, `statemachines.pods.build_pod`) and every CreatePodGroup
 with its PodGroup (`statemachines.podgroup.build_podgroup`). The job manifest
 comes from the raw watch record the engine kept; it is decoded once per record.
 Pure: the same record and status give the same manifest.
+
+When the job's queue has `extendClusters` (`job_forwarding`), the job is seen
+as Volcano's syncJob leaves it: annotated `volcano.sh/job-forwarding: "true"`
+(so its PodGroup, which copies the job's annotations, carries it too), and its
+pods get that key as a label and an annotation (`createJobPod`).
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from typing import Any
 import msgspec
 
 from statemachines.podgroup import build_podgroup
-from statemachines.pods import build_pod
+from statemachines.pods import build_pod, mark_forwarding
 from statemachines.status import JobStatus
 
 _record = msgspec.json.Decoder()
@@ -35,10 +40,15 @@ class Renderer:
         assert self._job is not None
         return self._job
 
-    def pod(self, raw: bytes, task: str, index: int, status: JobStatus) -> dict[str, Any]:
+    def pod(self, raw: bytes, task: str, index: int, status: JobStatus, *, job_forwarding: bool = False) -> dict[str, Any]:
         job = dict(self.job(raw))
         job["status"] = msgspec.to_builtins(status)
-        return build_pod(job, task, index, version=status.version, retry_count=status.retry_count)
+        if job_forwarding:
+            job = mark_forwarding(job)
+        return build_pod(
+            job, task, index, version=status.version, retry_count=status.retry_count, job_forwarding=job_forwarding
+        )
 
-    def podgroup(self, raw: bytes) -> dict[str, Any]:
-        return build_podgroup(self.job(raw))
+    def podgroup(self, raw: bytes, *, job_forwarding: bool = False) -> dict[str, Any]:
+        job = self.job(raw)
+        return build_podgroup(mark_forwarding(job) if job_forwarding else job)

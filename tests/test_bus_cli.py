@@ -92,7 +92,7 @@ async def test_status_formats_and_errors(bus_settings, seed_log):
     doc = yaml.safe_load(vcbus_cli("status", "-o", "yaml", "--nats", url).stdout)
     assert doc["kind"] == "List" and doc["items"][0]["status"]["retryCount"] == 1
     wide = vcbus_cli("status", "-o", "wide", "-n", "default", "--nats", url).stdout.decode().splitlines()
-    assert wide[0].split()[-2:] == ["RUNNING-DURATION", "LAST-TRANSITION"] and "15m58s" in wide[1]
+    assert wide[0].split()[-3:] == ["RUNNING-DURATION", "LAST-TRANSITION", "POISONED"] and "15m58s" in wide[1]
     assert vcbus_cli("status", "-n", "other", "--nats", url).stdout == b""
     res = vcbus_cli("status", "default/nope", "--nats", url)
     assert res.returncode == 1 and b"error: job default/nope has no status on the bus" in res.stderr

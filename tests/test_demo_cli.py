@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import pathlib
 import subprocess
 import sys
@@ -23,6 +24,11 @@ def test_demo_runs_the_seed_job_through_an_embedded_bus(tmp_path):
     assert "Completing -> Completed" in out
     row = next(line for line in out.splitlines() if line.startswith("default"))
     assert row.split()[:3] == ["default", "resnet-dist-train", "Completed"] and row.split()[-1] == "1"
+    # and the log's timeline as a page, in the kept dir (tests/test_replay_html_browser.py looks at one)
+    page = pathlib.Path(out.rsplit("timeline page (open it in a browser): ", 1)[1].strip())
+    assert page == tmp_path / "store" / "timeline.html"
+    text = page.read_text()
+    assert text.startswith("<!DOCTYPE html>") and '"key":"default/resnet-dist-train"' in text
     # the kept store is a real JetStream store other commands can read
     status = subprocess.run(
         [sys.executable, "-m", "vcbus.cli.main", "status", "--data-dir", str(tmp_path / "store"), "-o", "json",
@@ -31,6 +37,15 @@ def test_demo_runs_the_seed_job_through_an_embedded_bus(tmp_path):
     )
     assert status.returncode == 0, status.stderr.decode()
     assert b'"Completed"' in status.stdout
+
+
+def test_demo_without_keep_leaves_only_its_page(tmp_path):
+    res = subprocess.run([sys.executable, "-m", "vcbus.cli.main", "demo"], cwd=ROOT, capture_output=True, timeout=120,
+                         env={**os.environ, "TMPDIR": str(tmp_path)})
+    assert res.returncode == 0, res.stderr.decode()
+    page = pathlib.Path(res.stdout.decode().rsplit("timeline page (open it in a browser): ", 1)[1].strip())
+    assert page.parent == tmp_path and page.suffix == ".html" and page.stat().st_size > 0
+    assert [p.name for p in tmp_path.iterdir()] == [page.name]  # the store's temporary dir is gone
 
 
 def test_demo_of_a_missing_file_is_a_clear_error(tmp_path):

@@ -1,16 +1,30 @@
-"""End to end on a real kube-apiserver and a real nats-server: vcbus is the vcjob controller.
+"""End to end on a real kube-apiserver and a real nats-server: vcbus is the vcjob controller and the scheduler.
 
 The seed job `resnet-dist-train` is applied as written in the user's document
 (through the vcbus admission webhook, which fills in the defaults). `vcbus up
 --kubeconfig` (a real subprocess) bridges the watch events into NATS, decides,
-projects and acts on the cluster. The test plays the scheduler (PodGroup to
-Inqueue) and the kubelets (vcbus.k8s.podsim): pods run, worker-1 fails, the
-job restarts as a whole, the master succeeds, the job completes. Then the
-exported event log, replayed offline, gives exactly the live final status.
+schedules, projects and acts on the cluster: its scheduler creates the default
+queue (its queue controller opens it), moves the PodGroup to Inqueue and binds
+every pod (`pods/binding`) onto a Node object big enough for the gang. Nothing
+in the test writes a PodGroup phase or binds a pod: it plays only the kubelets
+(vcbus.k8s.podsim with `binds=False`, which runs pods once they are bound) and
+the node lifecycle controller (it lifts the not-ready taint the apiserver puts
+on a new node). Pods run, worker-1 fails, the job restarts as a whole, the
+master succeeds, the job completes. Then the exported event log, replayed
+offline, gives exactly the live final status.
+
+Waiting. Every step waits on a condition of the cluster or of the bus, polled
+while the test goes on playing the kubelets, with a generous
+deadline per stage (the machine is shared and busy; a whole run takes
+seconds). The end is "settled": the bridge has recorded the current version of
+every object of the job, the decider has decided every record, the actuator
+has carried out every command, and the cluster did not move meanwhile. Where
+vcbus is SIGKILLed is a condition too, chosen by the seed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import pathlib
@@ -19,42 +33,56 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Callable, NamedTuple
 
 import pytest
 import yaml
 from kubernetes import client
+from nats.js.errors import NotFoundError
 
+from statemachines import outputs as o
+from tests.fixtures_nats import stream_messages
 from tests.test_webhook_k8s import webhook  # noqa: F401 - the admission webhook fixture
+from vcbus.bus import subjects as s
+from vcbus.bus.cloudevents import MSG_ID
+from vcbus.bus.connecting import connect
+from vcbus.bus.decider import DURABLE as DECIDER
+from vcbus.bus.reading import read_all
+from vcbus.k8s.actuating import DURABLE as ACTUATOR
 from vcbus.k8s.podsim import PodSimulator
 from vcbus.k8s.watching import api_request
+from vcbus.settings import BusSettings
 
 pytestmark = [pytest.mark.k8s, pytest.mark.nats, pytest.mark.slow]
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SEED = ROOT / "examples" / "resnet-dist-train.yaml"
 G, V = "batch.volcano.sh", "v1alpha1"
+PG = ("scheduling.volcano.sh", "v1beta1")
 NAME = "resnet-dist-train"
+JOB_PODS = f"volcano.sh/job-name={NAME}"
+STAGE_DEADLINE = 120.0  # seconds for one stage; a whole unloaded run takes a few seconds
+POLL = 0.2  # seconds between two passes of the simulated scheduler and kubelets
 
 
 def ensure_default_queue(api) -> None:
+    """The default queue, Open: what Volcano's queue controller gives (tests that play Volcano use it)."""
     custom = client.CustomObjectsApi(api)
     try:
-        custom.get_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues", "default")
+        custom.get_cluster_custom_object(*PG, "queues", "default")
     except client.ApiException as err:
         if err.status != 404:
             raise
         custom.create_cluster_custom_object(
-            "scheduling.volcano.sh", "v1beta1", "queues",
+            *PG, "queues",
             {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "default"},
              "spec": {"weight": 1}},
         )
-    custom.patch_cluster_custom_object_status(
-        "scheduling.volcano.sh", "v1beta1", "queues", "default", {"status": {"state": "Open"}}
-    )
+    custom.patch_cluster_custom_object_status(*PG, "queues", "default", {"status": {"state": "Open"}})
 
 
 class Vcbus:
-    """`vcbus up` as a child process, restartable."""
+    """`vcbus up` as a child process, restartable. Its output goes to a file (no pipe to fill up)."""
 
     def __init__(self, nats_url: str, kubeconfig: str, namespace: str, log: pathlib.Path) -> None:
         self.cmd = [sys.executable, "-m", "vcbus.cli.main", "up", "--nats", nats_url, "--kubeconfig", kubeconfig,
@@ -65,12 +93,13 @@ class Vcbus:
         self.restart_due = False
 
     def start(self) -> None:
-        self.proc = subprocess.Popen(self.cmd, cwd=ROOT, stdout=open(self.log, "ab"), stderr=subprocess.STDOUT)
+        with open(self.log, "ab") as out:
+            self.proc = subprocess.Popen(self.cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
 
     def kill(self) -> None:
         assert self.proc is not None
         self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=10)
+        self.proc.wait(timeout=30)
         self.kills += 1
         self.restart_due = True
 
@@ -78,85 +107,276 @@ class Vcbus:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(timeout=15)
+                self.proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+                self.proc.wait(timeout=30)
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def check(self) -> None:
+        """Fail at once if vcbus up exited without being killed on purpose (no use waiting on it)."""
+        if self.proc is not None and not self.alive() and not self.restart_due:
+            pytest.fail(f"vcbus up exited with {self.proc.returncode}; {self.log} ends with:\n{self.tail()}",
+                        pytrace=False)
+
+    def tail(self) -> str:
+        return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else "(no output)"
+
 
 def vcbus_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vcbus.cli.main", *args], cwd=ROOT, capture_output=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "vcbus.cli.main", *args], cwd=ROOT, capture_output=True, timeout=300)
+
+
+# --------------------------------------------------------------------------- what the bus has seen and done
+
+
+class BusView(NamedTuple):
+    last: dict[tuple[str, str], tuple[str, str]]  # (kind, name) -> (type, resourceVersion) of its last record
+    backlog: dict[str, int | None]  # consumer -> messages not yet handled (None: no consumer yet)
+
+
+async def _bus_view(nats_url: str, namespace: str) -> BusView:
+    nc = await connect(nats_url)
+    try:
+        js = nc.jetstream()
+        last: dict[tuple[str, str], tuple[str, str]] = {}
+        try:
+            async for msg in read_all(js, s.K8S_STREAM, filters=[f"{s.K8S_PREFIX}.*.{s.token(namespace)}.>"]):
+                h = msg.headers or {}
+                last[(h.get("Vcbus-Kind", ""), h.get("Vcbus-Name", ""))] = (
+                    h.get("Vcbus-Type", ""), h.get("Vcbus-Resource-Version", ""))
+        except NotFoundError:  # vcbus up has not created its streams yet
+            pass
+        backlog: dict[str, int | None] = {}
+        for stream, durable in ((s.K8S_STREAM, DECIDER), (s.CMDS_STREAM, ACTUATOR)):
+            try:
+                info = await js.consumer_info(stream, durable)
+            except NotFoundError:
+                backlog[durable] = None
+                continue
+            backlog[durable] = int(info.num_pending or 0) + int(info.num_ack_pending or 0)
+        return BusView(last, backlog)
+    finally:
+        await nc.close()
+
+
+def bus_view(nats_url: str, namespace: str) -> BusView:
+    return asyncio.run(_bus_view(nats_url, namespace))
+
+
+def recorded(nats_url: str, namespace: str, kind: str, name: str, resource_version: str) -> bool:
+    """Whether the bridge has put this version of the object into VCBUS_K8S (as its latest record)."""
+    last = bus_view(nats_url, namespace).last.get((kind, name))
+    return last is not None and last[1] == resource_version
+
+
+def wait_until(what: str, condition: Callable[[], object], *, deadline: float = STAGE_DEADLINE,
+               poll: float = 0.5, explain: Callable[[], str] = lambda: "", vc: Vcbus | None = None) -> object:
+    """Poll `condition` until it returns something true; fail naming `what` after `deadline` seconds
+    (or as soon as `vc`, the vcbus the condition waits on, has died)."""
+    end = time.monotonic() + deadline
+    while True:
+        if vc is not None:
+            vc.check()
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > end:
+            pytest.fail(f"waited {deadline:.0f}s for {what}. {explain()}", pytrace=False)
+        time.sleep(poll)
+
+
+# --------------------------------------------------------------------------- one run of the seed job
+
+
+def version_of(pod: dict) -> str:
+    return pod["metadata"]["annotations"]["volcano.sh/job-version"]
+
+
+class Seen(NamedTuple):
+    """One look at the cluster: the job's status and its pods."""
+
+    status: dict
+    pods: list[dict]  # every pod of the job, terminating ones included
+
+    @property
+    def live(self) -> list[dict]:
+        return [p for p in self.pods if not p["metadata"].get("deletionTimestamp")]
+
+    @property
+    def running(self) -> dict[str, dict]:
+        return {p["metadata"]["name"]: p for p in self.live if p["status"].get("phase") == "Running"}
+
+    def describe(self) -> str:
+        pods = ", ".join(
+            f"{p['metadata']['name']}@v{version_of(p)}:{p['status'].get('phase')}"
+            + ("(terminating)" if p["metadata"].get("deletionTimestamp") else "")
+            for p in self.pods
+        )
+        return f"status {json.dumps(self.status, sort_keys=True)}; pods [{pods}]"
+
+
+class SeedRun:
+    """Plays the kubelets around `vcbus up` (vcbus schedules and binds); waits on what the cluster shows."""
+
+    def __init__(self, k8s, vc: Vcbus, namespace: str, nats_url: str) -> None:
+        self.api = k8s.api_client()
+        self.custom = client.CustomObjectsApi(self.api)
+        self.sim = PodSimulator(self.api, binds=False)
+        self.vc = vc
+        self.namespace = namespace
+        self.nats_url = nats_url
+        self.seen: dict[tuple[str, str], set[str]] = {}  # (pod name, job version) -> uids ever observed
+        self.last: Seen | None = None
+
+    def podgroups(self) -> list[dict]:
+        return self.custom.list_namespaced_custom_object(*PG, self.namespace, "podgroups")["items"]
+
+    def drive(self) -> Seen:
+        """One pass: restart vcbus if it was killed on purpose, run the kubelets (bound pods only), look."""
+        self.vc.check()
+        if not self.vc.alive():  # killed on purpose: start it again
+            self.vc.restart_due = False
+            self.vc.start()
+        self.sim.step(self.namespace)
+        return self.look()
+
+    def look(self) -> Seen:
+        pods = self.sim.list_pods(self.namespace, label_selector=JOB_PODS)
+        for p in pods:
+            meta = p["metadata"]
+            self.seen.setdefault((meta["name"], version_of(p)), set()).add(meta["uid"])
+        job = self.custom.get_namespaced_custom_object(G, V, self.namespace, "jobs", NAME)
+        self.last = Seen(job.get("status") or {}, pods)
+        return self.last
+
+    def wait(self, what: str, condition: Callable[[Seen], object]) -> Seen:
+        end = time.monotonic() + STAGE_DEADLINE
+        while True:
+            seen = self.drive()
+            if condition(seen):
+                return seen
+            if time.monotonic() > end:
+                pytest.fail(
+                    f"waited {STAGE_DEADLINE:.0f}s for {what}; last seen: {seen.describe()}\n"
+                    f"{self.vc.log} ends with:\n{self.vc.tail()}",
+                    pytrace=False,
+                )
+            time.sleep(POLL)
+
+    def versions(self) -> dict[tuple[str, str], str]:
+        """(kind, name) -> resourceVersion of the job, its pods and its PodGroups, as the API has them."""
+        job = self.custom.get_namespaced_custom_object(G, V, self.namespace, "jobs", NAME)
+        out = {("Job", NAME): job["metadata"]["resourceVersion"]}
+        for p in self.sim.list_pods(self.namespace, label_selector=JOB_PODS):
+            out[("Pod", p["metadata"]["name"])] = p["metadata"]["resourceVersion"]
+        for pg in self.podgroups():
+            out[("PodGroup", pg["metadata"]["name"])] = pg["metadata"]["resourceVersion"]
+        return out
+
+    def settled(self, _: Seen) -> bool:
+        """vcbus has caught up with the cluster, and the cluster did not move while we looked."""
+        before = self.versions()
+        view = bus_view(self.nats_url, self.namespace)
+        if any(n != 0 for n in view.backlog.values()):
+            return False  # a record not decided yet, or a command not carried out yet
+        for key, rv in before.items():
+            if view.last.get(key, ("", ""))[1] != rv or view.last[key][0] == "DELETED":
+                return False  # the bridge has not recorded this version yet
+        for key, (type_, _) in view.last.items():
+            if key[0] in ("Job", "Pod", "PodGroup") and type_ != "DELETED" and key not in before:
+                return False  # gone from the cluster, not yet from the log
+        return self.versions() == before
+
+
+KILL_POINTS: dict[str, Callable[[SeedRun, Seen], bool]] = {  # inside the restart worker-1's failure causes
+    "right after the failure": lambda run, seen: True,
+    "once the restart is decided": lambda run, seen: seen.status.get("retryCount", 0) >= 1,
+    "once the old pods are gone": lambda run, seen: seen.status.get("retryCount", 0) >= 1
+    and all(version_of(p) != "0" for p in seen.pods),
+    "once a new pod exists": lambda run, seen: any(version != "0" for _, version in run.seen),
+}
+
+
+def default_queue_open(api) -> bool:
+    try:
+        queue = client.CustomObjectsApi(api).get_cluster_custom_object(*PG, "queues", "default")
+    except client.ApiException as err:
+        if err.status == 404:
+            return False
+        raise
+    return (queue.get("status") or {}).get("state") == "Open"
+
+
+def status_files(api, namespace: str, **expected: str) -> dict | None:
+    """The status-mounter ConfigMap's files, once they hold `expected`."""
+    try:
+        files = client.CoreV1Api(api).read_namespaced_config_map(f"{NAME}-status-mounter", namespace).data or {}
+    except client.ApiException as err:
+        if err.status == 404:
+            return None
+        raise
+    return dict(files) if all(files.get(k) == v for k, v in expected.items()) else None
+
+
+def sched_binds(nats_url: str) -> list[str]:
+    """The pods vcbus's scheduler decided to bind (one BindPod command each), in decision order."""
+    msgs = asyncio.run(stream_messages(BusSettings(nats_url=nats_url), s.CMDS_STREAM))
+    return [cmd.name for _, _, h, body in msgs
+            if h.get(MSG_ID, "").startswith("sched:") and isinstance(cmd := o.output_decoder.decode(body), o.BindPod)]
 
 
 def run_seed_job(k8s, nats_url: str, namespace: str, tmp_path: pathlib.Path, *, kill_at: set[str] = frozenset()):
     api = k8s.api_client()
     custom = client.CustomObjectsApi(api)
-    sim = PodSimulator(api)
+    sim = PodSimulator(api, binds=False)
     node = f"podsim-e2e-{namespace[-6:]}"
-    sim.create_node(node, cpu="64", memory="256Gi")
-    ensure_default_queue(api)
+    sim.create_node(node, cpu="64", memory="256Gi", pods=110)  # the whole gang, twice over, fits on it
+    # the apiserver's TaintNodesByCondition gives a new node the not-ready taint, which the node
+    # lifecycle controller (kube-controller-manager, absent here) lifts once the node is Ready
+    client.CoreV1Api(api).patch_node(node, {"spec": {"taints": None}})
     vc = Vcbus(nats_url, k8s.kubeconfig, namespace, tmp_path / "vcbus-up.log")
-    vc.start()
     seed = int(os.environ.get("VCBUS_E2E_SEED", random.randrange(1 << 30)))
-    print(f"kill timing seed: {seed} (VCBUS_E2E_SEED={seed} repeats it)")
-    rng = random.Random(seed)
-    seen: dict[tuple[str, str], set[str]] = {}  # (pod name, job version) -> uids ever observed
+    kill_point = random.Random(seed).choice(sorted(KILL_POINTS))
+    print(f"kill timing seed: {seed} (VCBUS_E2E_SEED={seed} repeats it): kill-when-failed kills {kill_point}")
+    run = SeedRun(k8s, vc, namespace, nats_url)
     files_seen: list[dict] = []
-    stage = "start"
+    vc.start()
     try:
-        job = yaml.safe_load(SEED.read_text())
-        custom.create_namespaced_custom_object(G, V, namespace, "jobs", job)
-        deadline = time.monotonic() + 150
-        while True:
-            assert time.monotonic() < deadline, f"stuck at stage {stage}; see {vc.log}:\n{vc.log.read_text()[-3000:]}"
-            if not vc.alive():
-                if vc.restart_due:  # killed on purpose: start again
-                    vc.restart_due = False
-                    vc.start()
-                else:
-                    pytest.fail(f"vcbus up died: {vc.log.read_text()[-3000:]}")
-            for pg in custom.list_namespaced_custom_object("scheduling.volcano.sh", "v1beta1", namespace, "podgroups")["items"]:
-                if (pg.get("status") or {}).get("phase", "") in ("", "Pending"):
-                    sim.set_podgroup_phase(namespace, pg["metadata"]["name"], "Inqueue")
-            sim.step(namespace)
-            pods = sim.list_pods(namespace, label_selector=f"volcano.sh/job-name={NAME}")
-            for p in pods:
-                meta = p["metadata"]
-                seen.setdefault((meta["name"], meta["annotations"]["volcano.sh/job-version"]), set()).add(meta["uid"])
-            live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
-            running = {p["metadata"]["name"]: p for p in live if p["status"].get("phase") == "Running"}
-            status = custom.get_namespaced_custom_object(G, V, namespace, "jobs", NAME).get("status") or {}
-            if stage == "start" and len(running) == 3 and status.get("running") == 3:
-                # the status files a worker reads (`cat /status/running`) follow the status
-                files = client.CoreV1Api(api).read_namespaced_config_map(f"{NAME}-status-mounter", namespace).data
-                files_seen.append(dict(files))
-                if "running" in kill_at and vc.kills == 0:
-                    vc.kill()
-                sim.fail(f"{NAME}-worker-1", 1, namespace=namespace)
-                stage = "failed"
-            elif stage == "failed" and status.get("retryCount") == 1 and len(running) == 3 and all(
-                p["metadata"]["annotations"]["volcano.sh/job-version"] != "0" for p in running.values()
-            ):
-                if "restarted" in kill_at and vc.kills <= 1:
-                    vc.kill()
-                sim.succeed(f"{NAME}-master-0", namespace=namespace)
-                stage = "master-done"
-            elif stage == "master-done" and status.get("state", {}).get("phase") == "Completed":
-                break
-            elif stage == "failed" and "failed" in kill_at and vc.kills == 0:
-                time.sleep(rng.uniform(0.0, 0.6))  # somewhere inside the restart
-                vc.kill()
-            time.sleep(0.2)
-        time.sleep(1.0)  # let the last writes settle
-        return custom.get_namespaced_custom_object(G, V, namespace, "jobs", NAME), seen, vc, files_seen
+        # admission takes the job only into an Open queue: vcbus creates `default` and opens it
+        wait_until("the default queue, Open", lambda: default_queue_open(api), vc=vc,
+                   explain=lambda: f"{vc.log} ends with:\n{vc.tail()}")
+        custom.create_namespaced_custom_object(G, V, namespace, "jobs", yaml.safe_load(SEED.read_text()))
+        run.wait("3 running pods, and the status saying so",
+                 lambda seen: len(seen.running) == 3 and seen.status.get("running") == 3)
+        # the status files a worker reads (`cat /status/running`) follow the status (written just after it)
+        files_seen.append(wait_until("the status files to follow the status (running 3)",
+                                     lambda: status_files(api, namespace, running="3"), vc=vc,
+                                     explain=lambda: f"{vc.log} ends with:\n{vc.tail()}"))
+        if "running" in kill_at:
+            vc.kill()
+        sim.fail(f"{NAME}-worker-1", 1, namespace=namespace)
+        if "failed" in kill_at:
+            run.wait(f"the kill point: {kill_point}", lambda seen: KILL_POINTS[kill_point](run, seen))
+            vc.kill()
+        run.wait("the restart: retryCount 1, 3 running pods of a new version",
+                 lambda seen: seen.status.get("retryCount") == 1 and len(seen.running) == 3
+                 and all(version_of(p) != "0" for p in seen.running.values()))
+        if "restarted" in kill_at:
+            vc.kill()
+        sim.succeed(f"{NAME}-master-0", namespace=namespace)
+        run.wait("the job Completed", lambda seen: seen.status.get("state", {}).get("phase") == "Completed")
+        run.wait("vcbus to settle (everything recorded, decided and carried out)", run.settled)
+        job = custom.get_namespaced_custom_object(G, V, namespace, "jobs", NAME)
+        return job, run.seen, vc, files_seen, sched_binds(nats_url)
     finally:
         vc.stop()
         sim.delete_node(node)  # other tests schedule onto whatever nodes exist
 
 
-def check_completed_job(k8s, namespace: str, job: dict, seen: dict) -> None:
+def check_completed_job(k8s, namespace: str, job: dict, seen: dict, binds: list[str]) -> None:
     status = job["status"]
     assert status["state"]["phase"] == "Completed"
     assert status["retryCount"] == 1
@@ -165,6 +385,8 @@ def check_completed_job(k8s, namespace: str, job: dict, seen: dict) -> None:
     assert sorted(seen) == sorted(
         (f"{NAME}-{p}", v) for p in ("master-0", "worker-0", "worker-1") for v in ("0", "1")
     )
+    # vcbus's scheduler bound every pod of both versions, and none twice
+    assert sorted(binds) == sorted(name for name, _ in seen), binds
     # what `kubectl get vcjob` prints: the CRD's printer columns
     table = api_request(
         k8s.api_client(), "GET", f"/apis/{G}/{V}/namespaces/{namespace}/jobs/{NAME}",
@@ -199,9 +421,8 @@ def replayed_status(nats_url: str, tmp_path: pathlib.Path, namespace: str) -> di
 
 def test_seed_job_runs_restarts_and_completes_on_a_real_cluster(k8s, nats_server, bus_settings, webhook, tmp_path):
     namespace = webhook["namespace"]
-    pods_before = []
-    job, seen, _, files = run_seed_job(k8s, nats_server.url, namespace, tmp_path)
-    check_completed_job(k8s, namespace, job, seen)
+    job, seen, _, files, binds = run_seed_job(k8s, nats_server.url, namespace, tmp_path)
+    check_completed_job(k8s, namespace, job, seen, binds)
     assert files and files[0]["running"] == "3" and files[0]["retryCount"] == "0"
     core = client.CoreV1Api(k8s.api_client())
     final_files = core.read_namespaced_config_map(f"{NAME}-status-mounter", namespace).data
@@ -210,10 +431,10 @@ def test_seed_job_runs_restarts_and_completes_on_a_real_cluster(k8s, nats_server
     assert ("ExecuteAction", "Start to execute action RestartJob ") in events
     assert ("ExecuteAction", "Start to execute action CompleteJob ") in events
     sim = PodSimulator(k8s.api_client())
-    pods_before = sim.list_pods(namespace, label_selector=f"volcano.sh/job-name={NAME}")
-    check_labels_and_annotations(pods_before, job)
+    pods = sim.list_pods(namespace, label_selector=JOB_PODS)
+    check_labels_and_annotations(pods, job)
     env = {e["name"]: e.get("value") for e in next(
-        p for p in pods_before if p["metadata"]["name"].endswith("master-0"))["spec"]["containers"][0]["env"]}
+        p for p in pods if p["metadata"]["name"].endswith("master-0"))["spec"]["containers"][0]["env"]}
     assert env["MASTER_PORT"] == "23456" and env["WORLD_SIZE"] == "3" and env["RANK"] == "0"
     assert replayed_status(nats_server.url, tmp_path, namespace) == job["status"]
 
@@ -221,7 +442,7 @@ def test_seed_job_runs_restarts_and_completes_on_a_real_cluster(k8s, nats_server
 @pytest.mark.parametrize("kill_at", [{"running"}, {"failed"}, {"restarted"}], ids=lambda k: "kill-when-" + "-".join(k))
 def test_sigkill_of_vcbus_at_any_point_gives_the_same_outcome(k8s, nats_server, bus_settings, webhook, tmp_path, kill_at):
     namespace = webhook["namespace"]
-    job, seen, vc, _ = run_seed_job(k8s, nats_server.url, namespace, tmp_path, kill_at=kill_at)
+    job, seen, vc, _, binds = run_seed_job(k8s, nats_server.url, namespace, tmp_path, kill_at=kill_at)
     assert vc.kills >= 1
-    check_completed_job(k8s, namespace, job, seen)
+    check_completed_job(k8s, namespace, job, seen, binds)
     assert replayed_status(nats_server.url, tmp_path, namespace) == job["status"]

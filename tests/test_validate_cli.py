@@ -180,3 +180,29 @@ def test_crd_schema_is_checked_before_the_webhook(tmp_path, capsys):
     assert code == 1
     assert "  - spec.tasks[0].name: Invalid value: \"Worker\": spec.tasks[0].name in body should match" in out
     assert 'kubectl would say: Job.batch.volcano.sh "j" is invalid: spec.tasks[0].name:' in out
+
+
+@pytest.mark.parametrize("name", ["Bad_Name", "Foo-Bar"])
+def test_a_name_the_api_server_refuses_is_denied_with_its_message(tmp_path, capsys, name):
+    code, out, _ = run(capsys, "validate", "-o", "json", write(tmp_path, "name.yaml", job(name)))
+    assert code == 1
+    (result,) = json.loads(out)
+    assert result["allowed"] is False
+    assert result["message"].startswith(
+        f'Job.batch.volcano.sh "{name}" is invalid: metadata.name: Invalid value: "{name}": '
+        "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters"
+    )
+    assert [p["field"] for p in result["problems"]] == ["metadata.name"]
+
+
+def test_a_queue_name_the_api_server_refuses_is_denied_with_its_message(tmp_path, capsys):
+    queue = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "Bad_Queue"},
+             "spec": {"weight": 1}}
+    code, out, _ = run(capsys, "validate", "-o", "json", write(tmp_path, "queue.yaml", queue))
+    assert code == 1
+    (result,) = json.loads(out)
+    assert result["allowed"] is False
+    assert result["message"].startswith(
+        'Queue.scheduling.volcano.sh "Bad_Queue" is invalid: metadata.name: Invalid value: "Bad_Queue": '
+        "a lowercase RFC 1123 subdomain"
+    )

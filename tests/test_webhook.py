@@ -130,6 +130,31 @@ def test_validate_create_denies_with_volcano_message(server, tls):
                                              'unable to find job queue: queue.scheduling.volcano.sh "nope" not found;')
 
 
+@pytest.mark.parametrize("name", ["Bad_Name", "Foo-Bar"])
+def test_validate_create_refuses_a_name_the_api_server_refuses(server, tls, name):
+    bad = {**JOB, "metadata": {**JOB["metadata"], "name": name}, "spec": {**JOB["spec"], "minAvailable": 1}}
+    response = answer(server, tls, "/jobs/validate", review(bad))
+    assert response["allowed"] is False
+    assert response["status"]["message"] == (
+        f'Job.batch.volcano.sh "{name}" is invalid: metadata.name: Invalid value: "{name}": a lowercase RFC 1123 '
+        "subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an "
+        "alphanumeric character (e.g. 'example.com', regex used for validation is "
+        "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+    )
+
+
+def test_queue_validate_create_refuses_a_name_the_api_server_refuses(server, tls):
+    queue = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "Bad_Queue"},
+             "spec": {"weight": 1}}
+    response = answer(server, tls, "/queues/validate",
+                      review(queue, resource=("scheduling.volcano.sh", "v1beta1", "queues")))
+    assert response["allowed"] is False
+    assert response["status"]["message"].startswith(
+        'Queue.scheduling.volcano.sh "Bad_Queue" is invalid: metadata.name: Invalid value: "Bad_Queue": '
+        "a lowercase RFC 1123 subdomain"
+    )
+
+
 def test_validate_update_first_failure(server, tls):
     new = {**JOB, "spec": {**JOB["spec"], "queue": "other"}}
     response = answer(server, tls, "/jobs/validate", review(new, operation="UPDATE", old=JOB))

@@ -182,6 +182,8 @@ def rescue(data: bytes, err: Exception, snapshots: Snapshots) -> list[Entry]:
         value = _generic.decode(data)
     except msgspec.DecodeError:
         return [Entry(b"", "", message, "truncated" in message)]
+    except RecursionError:  # nested too deeply: `message` (decode's RecordError) says so
+        return [Entry(b"", "", message)]
     found = expand(value, snapshots)
     return found if found is not None else [Entry(b"", "", message)]
 

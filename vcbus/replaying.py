@@ -15,6 +15,14 @@ merged, when the input can be read again (a file; standard input is spooled to
 a temporary file unless `live`). A live replay (`vcbus replay -`, `--follow`)
 cannot take back what it printed: it warns and goes on in input order.
 
+Poison, never a halt (as on the bus, `vcbus.bus.poison`): with `skip_invalid`
+a record the engine fails on (any exception) is reported like an invalid one
+and skipped. The engine may have been half-way through it, so the replay
+starts again from the top without that record when the input can be read
+again (a file, a spooled pipe, merged inputs); a live replay cannot and goes
+on with a warning. Timestamps that are not RFC 3339 are treated as absent
+(`statemachines.records.checked_times`) and reported as warnings.
+
 Warnings (merging, snapshots, skipped records, kinds a job needs that the log
 lacks) go to `on_warning`; `on_record(seq, outputs)` sees each record's
 outputs as they are decided (the live timeline). With `interruptible`, Ctrl-C
@@ -168,7 +176,7 @@ def replay_inputs(
         result.keep_history = keep_history
         return result
 
-    def invalid(result: ReplayResult, err: InvalidRecord) -> None:
+    def invalid(result: ReplayResult, err: UserError) -> None:
         if not skip_invalid and not isinstance(err, TruncatedRecord):
             raise err
         result.counts.invalid += 1
@@ -185,19 +193,29 @@ def replay_inputs(
                 f"merging {len(inputs)} inputs ({', '.join(s for _, s in inputs)}) by resourceVersion; "
                 "record numbers (seq) count records in the merged order"
             )
-            return _merged(inputs, result, until, invalid, warn, on_record, interruptible)
+            return _merged(inputs, result, until, invalid, warn, on_record, interruptible, fresh)
         lines, source = inputs[0]
         how = None if live or engine is not None else _rereadable(lines)
         spool = _Spool(lines) if how == "spool" else None
-        order = OrderCheck(source)
-        try:
-            _fold(iter_log(spool or lines, source, warn=warn), result, until, invalid, on_record, order, warn,
-                  interruptible, restart=how is not None, scan_rest=how == "seek")
-        except _OutOfOrder:
-            warn(order.found or "")
-            again = fresh()
-            return _merged([(_reread(lines, spool), source)], again, until, invalid, warn, on_record, interruptible)
-    return result
+        skip: dict[int, UserError] = {}
+        while True:
+            order = OrderCheck(source)
+            try:
+                _fold(iter_log(spool or lines, source, warn=warn), result, until, invalid, on_record, order, warn,
+                      interruptible, restart=how is not None, scan_rest=how == "seek", skip=skip)
+            except _OutOfOrder:
+                warn(order.found or "")
+                again = fresh()
+                return _merged(
+                    [(_reread(lines, spool), source)], again, until, invalid, warn, on_record, interruptible, fresh
+                )
+            except _Poisoned as bad:  # the engine failed mid-record: start again without it
+                invalid(result, bad.error)
+                skip[bad.seq] = bad.error
+                lines, spool, how = _reread(lines, spool), None, "seek"
+                result = fresh()
+                continue
+            return result
 
 
 def _rereadable(lines: Iterable[bytes]) -> str | None:
@@ -236,13 +254,40 @@ def _reread(lines: Iterable[bytes], spool: _Spool | None) -> Iterable[bytes]:
     return lines
 
 
-def _merged(inputs, result, until, invalid, warn, on_record, interruptible) -> ReplayResult:
-    items, duplicates = merge(inputs, on_invalid=lambda err: invalid(result, err), warn=warn)
+def _merged(inputs, result, until, invalid, warn, on_record, interruptible, fresh) -> ReplayResult:
+    bad: list[InvalidRecord] = []  # the merge's own invalid records, counted once per result
+
+    def on_invalid(err: InvalidRecord) -> None:
+        bad.append(err)
+        invalid(result, err)
+
+    items, duplicates = merge(inputs, on_invalid=on_invalid, warn=warn)
     if duplicates:
         warn(f"dropped {duplicates} duplicate record(s): the same object, resourceVersion and event type twice")
-    result.merged = True
-    _fold(iter(items), result, until, invalid, on_record, None, warn, interruptible, restart=False, scan_rest=False)
-    return result
+    skip: dict[int, UserError] = {}
+    while True:
+        result.merged = True
+        try:
+            _fold(iter(items), result, until, invalid, on_record, None, warn, interruptible, restart=False,
+                  scan_rest=False, skip=skip, poison_restart=True)
+        except _Poisoned as failure:
+            invalid(result, failure.error)
+            skip[failure.seq] = failure.error
+            result = fresh()
+            result.counts.invalid = len(bad)
+            result.problems.extend(str(err) for err in bad)
+            continue
+        return result
+
+
+class PoisonedRecord(UserError):
+    """A decodable record the engine failed on (any exception): reported like an invalid record."""
+
+
+class _Poisoned(Exception):
+    def __init__(self, seq: int, error: PoisonedRecord) -> None:
+        self.seq = seq
+        self.error = error
 
 
 def _out_of_order(order, kind, rv, seq, other_rv, other_kind, restart, warn) -> bool:
@@ -269,6 +314,8 @@ def _fold(
     *,
     restart: bool,
     scan_rest: bool,
+    skip: dict[int, UserError] | None = None,
+    poison_restart: bool | None = None,
 ) -> None:
     """Fold records into the result. On records out of order across kinds: raise `_OutOfOrder` when
     the caller can start again (`restart`), else warn once and go on in input order."""
@@ -280,6 +327,7 @@ def _fold(
     kinds = result.kinds
     apply = engine.apply
     stop_seq, stop_time = until.seq, until.time
+    cut = stop_seq is not None or stop_time is not None  # until the loop reads to the end
     check = order is not None
     last_kind = None
     # OrderCheck.check, inlined (it runs for every record): the highest resourceVersion, its kind,
@@ -320,6 +368,11 @@ def _fold(
             elif cls is not Ignored and cls is not TimerRecord:
                 invalid(result, decoded)  # type: ignore[arg-type]
                 continue
+            if skip and seq in skip:  # the engine failed on it in an earlier pass
+                invalid(result, skip[seq])
+                continue
+            if cls is Observed and decoded.notes:  # type: ignore[attr-defined]
+                warn(f"record {seq}: " + "; ".join(decoded.notes))  # type: ignore[attr-defined]
             if stop_time is not None and cls is not Ignored:
                 when = decoded.time or (  # type: ignore[attr-defined]
                     engine._object_time(decoded.object) if cls is Observed else None  # type: ignore[attr-defined]
@@ -327,7 +380,15 @@ def _fold(
                 if when and normalize(when) > stop_time:
                     break
             counts.events += 1  # ignored ones are counted by the engine
-            outs = apply(seq, decoded, raw=raw)  # type: ignore[arg-type]
+            try:
+                outs = apply(seq, decoded, raw=raw)  # type: ignore[arg-type]
+            except Exception as err:  # poison, never a halt (RecursionError included)
+                bad = PoisonedRecord(f"record {seq}: the engine failed on it: {type(err).__name__}: {err}")
+                if restart if poison_restart is None else poison_restart:
+                    raise _Poisoned(seq, bad) from None
+                warn(f"record {seq}: the engine state after it may be incomplete (this replay cannot start again)")
+                invalid(result, bad)
+                continue
             if history:
                 for out in outs:
                     h_apply(out)
@@ -339,6 +400,7 @@ def _fold(
                 on_record(seq, outs)
         else:
             check = False  # read to the end: nothing left to check
+            cut = False
         if check and scan_rest:  # stopped by --until: the rest of the file may still be out of order
             order.top_rv, order.top_kind, order.second_rv = top_rv, top_kind, other_rv  # type: ignore[union-attr]
             for seq, _, decoded in items:
@@ -353,7 +415,7 @@ def _fold(
         counts.ignored += engine.ignored
         return
     tail = engine.finish(stop_time) if stop_time is not None else []
-    for out in tail + engine.final_divergences():
+    for out in tail + engine.final_divergences(cut=cut):
         h_apply(out)
         s_apply(out)
         if on_record is not None and out.seq:

@@ -8,6 +8,10 @@ bad object) is answered `allowed: false`, so the webhook fails closed.
 Mutations come back as a base64 JSON Patch with `patchType: JSONPatch`; when
 no operation applies, the response carries no patch (upstream sends the
 literal `null`, which the API server treats the same way).
+
+A vcjob or Queue CREATE whose name is not a DNS-1123 subdomain is refused with
+the API server's message: in a cluster the API server refuses it before any webhook,
+and a caller of this webhook alone must not get an `allowed` for it.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any
 
 from statemachines.admission.mutate import DEFAULT_SCHEDULER, job_patch
 from statemachines.admission.queues import QueueIndex, queue_patch, validate_queue
+from statemachines.admission.schema import QUEUE_KIND, name_errors, schema_message
 from statemachines.admission.validate import validate_create, validate_update
 
 JOBS = ("batch.volcano.sh", "v1alpha1", "jobs")
@@ -78,6 +83,9 @@ def handle(path: str, review: Any, *, queues: QueueIndex, settings: Settings | N
         if path == "/jobs/validate":
             job = _object(request, "object", JOBS)
             if operation == "CREATE":
+                refused = name_errors(job)  # the API server's own check, which it runs before any webhook
+                if refused:
+                    return _response(uid, allowed=False, message=schema_message(job, refused))
                 verdict = validate_create(job, queues=queues, pod_level_resources=settings.pod_level_resources)
             elif operation == "UPDATE":
                 verdict = validate_update(_object(request, "oldObject", JOBS), job)
@@ -95,6 +103,9 @@ def handle(path: str, review: Any, *, queues: QueueIndex, settings: Settings | N
             key = "oldObject" if operation == "DELETE" else "object"
             queue = _object(request, key, QUEUES)
             old = _object(request, "oldObject", QUEUES) if operation == "UPDATE" else None
+            refused = name_errors(queue) if operation == "CREATE" else []
+            if refused:
+                return _response(uid, allowed=False, message=schema_message(queue, refused, QUEUE_KIND))
             if operation == "DELETE" and not (queue.get("metadata") or {}).get("name"):
                 queue = {**queue, "metadata": {**(queue.get("metadata") or {}), "name": request.get("name", "")}}
             error = validate_queue(

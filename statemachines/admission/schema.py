@@ -10,6 +10,14 @@ Messages follow apiextensions-apiserver: `<path>: Invalid value: <v>: <path>
 in body should be greater than or equal to <n>`, `... should match '<re>'`,
 `Unsupported value: ...`, `Too long: may not be more than <n> bytes`; the
 whole answer is `Job.batch.volcano.sh "<name>" is invalid: <errors>`.
+
+Before the schema the API server checks the object's metadata: a custom
+resource's name must be a DNS-1123 subdomain (`Bad_Name` and `Foo-Bar` are
+refused with `metadata.name: Invalid value: ...: a lowercase RFC 1123 subdomain
+...`), and those errors come first in the answer (apiextensions-apiserver's
+`customResourceValidator.Validate`). Volcano's own webhook only asks for a
+qualified name, which allows both, so without this check `vcbus validate`
+would accept a job the cluster refuses.
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from statemachines.admission.fields import FieldError, invalid, not_supported
+from statemachines.admission.fields import FieldError, invalid, is_dns1123_subdomain, not_supported
 
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
@@ -104,26 +112,40 @@ def _check(path: str, value: Any, rule: dict[str, Any]) -> list[FieldError]:
     return errs
 
 
+QUEUE_KIND = "Queue.scheduling.volcano.sh"  # Queues are custom resources too: same name rule
+
+
+def name_errors(obj: dict[str, Any]) -> list[FieldError]:
+    """The API server's check of a custom resource's `metadata.name`: a DNS-1123 subdomain.
+
+    An absent name is left alone (`generateName`, or the caller reports it).
+    """
+    name = (obj.get("metadata") or {}).get("name")
+    if not isinstance(name, str) or not name:
+        return []
+    return [invalid("metadata.name", name, reason) for reason in is_dns1123_subdomain(name)]
+
+
 def schema_errors(job: dict[str, Any]) -> list[FieldError]:
-    """The CRD schema violations of `job` (after defaulting and mutation)."""
-    errs: list[FieldError] = []
+    """The API server's refusals of `job` (after defaulting and mutation): its name, then the CRD schema."""
+    errs: list[FieldError] = name_errors(job)
     tasks = (job.get("spec") or {}).get("tasks")
     if tasks is not None and not isinstance(tasks, list):
-        return [invalid("spec.tasks", _type_name(tasks), f'spec.tasks in body must be of type array: "{_type_name(tasks)}"')]
+        return errs + [invalid("spec.tasks", _type_name(tasks), f'spec.tasks in body must be of type array: "{_type_name(tasks)}"')]
     for rule_path, rule in RULES.items():
         for path, value in _values(job, rule_path.split("."), ""):
             errs += _check(path, value, rule)
     if not (job.get("spec") or {}).get("tasks"):  # minItems: 1
-        errs.insert(0, invalid("spec.tasks", 0, "spec.tasks in body should have at least 1 items"))
+        errs.insert(len(name_errors(job)), invalid("spec.tasks", 0, "spec.tasks in body should have at least 1 items"))
     return errs
 
 
-def schema_message(job: dict[str, Any], errors: list[FieldError]) -> str:
-    """The API server's answer: `Job.batch.volcano.sh "<name>" is invalid: ...`."""
+def schema_message(job: dict[str, Any], errors: list[FieldError], kind: str = "Job.batch.volcano.sh") -> str:
+    """The API server's answer: `Job.batch.volcano.sh "<name>" is invalid: ...` (`kind`: another resource)."""
     name = (job.get("metadata") or {}).get("name", "")
     texts = [str(e) for e in errors]
     body = texts[0] if len(texts) == 1 else "[" + ", ".join(texts) + "]"
-    return f'Job.batch.volcano.sh "{name}" is invalid: {body}'
+    return f'{kind} "{name}" is invalid: {body}'
 
 
 def crd_defaults(job: dict[str, Any]) -> dict[str, Any]:

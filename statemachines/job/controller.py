@@ -16,7 +16,8 @@ import msgspec
 from statemachines import outputs as o
 from statemachines.cache import JobEntry, PodGroupState, PodState
 from statemachines.job.handling import SOFT_PHASES, Check, Handling, Retain
-from statemachines.job.machine import HANDLERS, fire
+from statemachines.job.causes import guard_text
+from statemachines.job.machine import HANDLERS, fire_why
 from statemachines.objects import TaskSpec
 from statemachines.pods import pvc_name
 from statemachines.status import POD_PHASES, JobStatus, copy_status, set_counts, set_transition
@@ -38,23 +39,28 @@ class Target(msgspec.Struct, frozen=True):
     partition: str = ""
 
 
-def status_function(entry: JobEntry, status: JobStatus, handling: Handling) -> bool:
-    """Apply the phase's status function to `status`; True when it reports a transition."""
+def status_function(entry: JobEntry, status: JobStatus, handling: Handling) -> str | None:
+    """Apply the phase's status function to `status`; when it reports a transition, the guard
+    that decided it in words ("" for an unguarded trigger such as restart), else None."""
     if handling.trigger is None:
-        return False
+        return None
     if handling.retry:
         status.retry_count += 1
     phase = status.state.phase
     source = phase if phase in HANDLERS else Phase.PENDING.value
-    dest = fire(source, handling.trigger, Check(entry.job.spec, status))  # type: ignore[union-attr]
+    check = Check(entry.job.spec, status)  # type: ignore[union-attr]
+    dest, guards = fire_why(source, handling.trigger, check)
     if dest is None:
-        return False
+        return None
     status.state.phase = dest
-    return True
+    return "; ".join(guard_text(fn.__name__, want, check) for fn, want in guards)
 
 
-def write_status(ctx: Engine, entry: JobEntry, status: JobStatus, action: str) -> None:
-    """UpdateJobStatus: the new status becomes the job's; a phase change asks for one more pass."""
+def write_status(ctx: Engine, entry: JobEntry, status: JobStatus, action: str, guard: str | None = None) -> None:
+    """UpdateJobStatus: the new status becomes the job's; a phase change asks for one more pass.
+
+    `guard` is what `status_function` said about the move; with the request being
+    handled (`ctx.cause`) it makes the `PhaseChanged.cause`."""
     old = entry.status
     old_phase = old.state.phase if old is not None else ""
     entry.status = status
@@ -74,6 +80,7 @@ def write_status(ctx: Engine, entry: JobEntry, status: JobStatus, action: str) -
             action=action,
             retry_count=status.retry_count,
             version=status.version,
+            cause=ctx.cause(entry, guard or ""),
         )
         entry.followup = True
 
@@ -181,7 +188,7 @@ def sync_job(ctx: Engine, entry: JobEntry, handling: Handling, action: str) -> N
             status.state.phase = Phase.PENDING
             status.min_available = job.spec.min_available
             set_transition(status, ctx.now)
-            write_status(ctx, entry, status, action)
+            write_status(ctx, entry, status, action, "new job: first sync")
             status = copy_status(status)
         if plugins:
             added = [p for p in plugins if f"plugin-{p}" not in (status.controlled_resources or {})]
@@ -198,11 +205,11 @@ def sync_job(ctx: Engine, entry: JobEntry, handling: Handling, action: str) -> N
     pg = entry.pg
     if pg is None or pg.phase in ("", "Pending"):
         baseline = copy_status(status)
-        status_function(entry, status, handling)
+        guard = status_function(entry, status, handling)
         if status == baseline:
             return
         set_transition(status, ctx.now)
-        write_status(ctx, entry, status, action)
+        write_status(ctx, entry, status, action, guard)
         return
 
     # Pod reconciliation (§6.1 step 8): count the expected pods, find missing and surplus ones.
@@ -275,11 +282,11 @@ def sync_job(ctx: Engine, entry: JobEntry, handling: Handling, action: str) -> N
         terminating=terminating,
     )
     set_counts(new, per_task)
-    status_function(entry, new, handling)
+    guard = status_function(entry, new, handling)
     if new == status:
         return
     set_transition(new, ctx.now)
-    write_status(ctx, entry, new, action)
+    write_status(ctx, entry, new, action, guard)
 
 
 def expected_pod_names(entry: JobEntry) -> dict[str, tuple[list[str], frozenset[str]]]:
@@ -332,7 +339,8 @@ def _finish_kill(
     # deletion failed; here deletion is a command, so none does.)
     set_counts(status, {})
     status.terminating = terminating
-    if status_function(entry, status, handling):
+    guard = status_function(entry, status, handling)
+    if guard is not None:
         set_transition(status, ctx.now)
     job = entry.job
     assert job is not None
@@ -346,7 +354,7 @@ def _finish_kill(
         _bookkeep_plugins(status, plugins, add=False)
         if present:  # OnJobDelete runs on every kill; it only has work while the objects exist
             ctx.emit(o.PluginHook, entry, hook="OnJobDelete", plugins=plugins)
-    write_status(ctx, entry, status, action)
+    write_status(ctx, entry, status, action, guard)
 
 
 def _kill(ctx: Engine, entry: JobEntry, pod: PodState) -> None:

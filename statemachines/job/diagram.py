@@ -62,8 +62,8 @@ def document() -> str:
         "first whose guard holds wins. `\"\"` (a job never synced) is handled as Pending.\n\n"
         "```mermaid\n" + mermaid().strip() + "\n```\n\n"
         "## What each action does in each phase\n\n"
-        "`SyncJob` reconciles pods (§6 of the reference), `KillJob` bumps the version, kills the pods\n"
-        "outside the retain set (None: all; Soft: keeps Succeeded and Failed) and deletes the PodGroup,\n"
-        "`KillTarget` kills one task, pod or partition. Then the status function named after the arrow\n"
-        "runs on the new counts.\n\n" + action_table() + "\n"
+        "`SyncJob` reconciles pods (`syncJob` in `pkg/controllers/job/job_controller_actions.go`),\n"
+        "`KillJob` bumps the version, kills the pods outside the retain set (None: all; Soft: keeps\n"
+        "Succeeded and Failed) and deletes the PodGroup, `KillTarget` kills one task, pod or partition.\n"
+        "Then the status function named after the arrow runs on the new counts.\n\n" + action_table() + "\n"
     )

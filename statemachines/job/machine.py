@@ -103,6 +103,17 @@ def fire(phase: str, trigger: str, check: Check) -> str | None:
     return None
 
 
+def fire_why(phase: str, trigger: str, check: Check) -> tuple[str | None, tuple[Guard, ...]]:
+    """`fire`, also returning the guards of the row that fired (the cause of the move)."""
+    rows = GRAPH.get((phase, trigger))
+    if rows is None:
+        raise IllegalTransition(phase, trigger)
+    for dest, guards in rows:
+        if all(fn(check) == want for fn, want in guards):
+            return dest, guards
+    return None, ()
+
+
 class DebugModel:
     """A model for driving the real `transitions.Machine` (tests and diagrams only)."""
 

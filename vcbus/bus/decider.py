@@ -24,8 +24,20 @@ the decider appends a `TIMER` record to VCBUS_K8S (msg id `timer:<id>`, time =
 the due time) and fires the action when it reads that record back: the firing
 is itself in the log, and replaying the stream gives the same decisions.
 
-Poison records (undecodable, or an engine failure) are logged with their
-subject and sequence and terminated, never retried forever.
+Poison, never a halt. A record the decider cannot decode or decide, for any
+reason (a `RecordError`, a `RecursionError`, an engine exception, a job key no
+subject can be built from), is set aside: a `record.poison.v1` event is
+published (`vcbus.bus.poison`), `stats.poison` counts it, the record is acked
+and the next one is decided. The engine is never left half-applied: a record
+that fails after the engine started folding it is *rolled back by refolding*
+a fresh engine from the stream up to the record before it (skipping every
+record set aside), which costs one rebuild per poison record and nothing on
+the happy path. Records set aside stay set aside: the decider reads its
+poison events back on start and skips those sequences when rebuilding, so
+`vcbus poison retry` (a re-published copy) is the only way to decide one again.
+Timestamps that are not RFC 3339 do not poison a record: they are treated as
+absent (`statemachines.records.checked_times`), logged and counted in
+`stats.bad_times`.
 """
 
 from __future__ import annotations
@@ -44,13 +56,14 @@ from nats.js.errors import NotFoundError
 from statemachines import outputs as o
 from statemachines.engine import Engine
 from statemachines.objects import Job
-from statemachines.records import Decoded, Observed, RecordError, decode
+from statemachines.records import Observed, decode
 from statemachines.timefmt import fmt
 from vcbus.bus import subjects as s
 from vcbus.bus.cloudevents import headers as ce_headers
 from vcbus.bus.cloudevents import output_id
 from vcbus.bus.connecting import Bus
 from vcbus.bus.errors import BusError
+from vcbus.bus import poison as p
 from vcbus.bus.publisher import Prepared, timer_message
 from vcbus.bus.reading import read_stream
 from vcbus.bus.supervising import supervise
@@ -71,7 +84,9 @@ class DeciderStats(msgspec.Struct):
     outputs: int = 0  # outputs stored
     duplicates: int = 0  # outputs JetStream already had (a re-decided record)
     timers: int = 0  # TIMER records appended
-    poison: int = 0  # records terminated
+    poison: int = 0  # records set aside (a record.poison.v1 event each)
+    bad_times: int = 0  # records with a timestamp that is not RFC 3339 (treated as absent)
+    rollbacks: int = 0  # engine refolds after a record failed mid-apply
 
 
 class Decider:
@@ -97,6 +112,8 @@ class Decider:
         self.applied = 0
         self.stats = DeciderStats()
         self._timers_sent: set[str] = set()
+        self.poisoned: set[int] = set()  # VCBUS_K8S sequences set aside (never folded)
+        self._retried: set[int] = set()  # poisoned sequences whose retry was decided
         self._rebuilt = False
         self.ready = asyncio.Event()
 
@@ -188,17 +205,56 @@ class Decider:
             log.debug("decider: consumer reset unavailable (%s); relying on redelivery", err)
 
     async def _rebuild(self, floor: int) -> None:
+        self.poisoned |= await p.poisoned_sequences(self.js)
+        self._retried |= await p.retried_sequences(self.js)
         if floor <= 0:
             return
-        async for batch in read_stream(self.js, s.K8S_STREAM, end_seq=floor, batch=512):
-            for msg in batch:
-                seq = msg.metadata.sequence.stream
-                decoded = self._decode(seq, msg.subject, msg.data, quiet=True)
-                if decoded is not None:
-                    self._apply(seq, decoded, msg.data, quiet=True)
-                self.applied = seq
-                self.stats.rebuilt += 1
+        found = await self._refold(floor)
+        self.stats.rebuilt = self.applied
         self.applied = max(self.applied, floor)
+        # Records that failed but have no poison event (set aside before poison events existed,
+        # or a crash in between): record them now (same msg ids, so at most once).
+        for seq, subject, reason, job in found:
+            await self._store([self._poison(seq, subject, reason, job)], what=f"poison event of record {seq}")
+
+    async def _refold(self, upto: int) -> list[tuple[int, str, str, str]]:
+        """A fresh engine folded from sequence 1 to `upto`, skipping the poisoned records.
+
+        A record that fails and is not known as poisoned yet is added to them and the
+        fold starts over (its failure may have left the engine half-applied). Returns
+        those newly found (seq, subject, reason, job)."""
+        found: list[tuple[int, str, str, str]] = []
+        while True:
+            self.engine = self._fresh_engine()
+            self.applied = 0
+            failed = None
+            async for batch in read_stream(self.js, s.K8S_STREAM, end_seq=upto, batch=512):
+                for msg in batch:
+                    seq = msg.metadata.sequence.stream
+                    if seq not in self.poisoned:
+                        result = self._decide(seq, msg.subject, msg.data, prepare=False)
+                        if isinstance(result, _Failure):
+                            failed = (seq, msg.subject, result.reason, result.job)
+                            break
+                    self.applied = seq
+                if failed is not None:
+                    break
+            if failed is None:
+                return found
+            log.warning("decider: record seq %d fails on refold (%s); set aside", failed[0], failed[2])
+            self.poisoned.add(failed[0])
+            found.append(failed)
+            self.stats.rollbacks += 1
+
+    def _fresh_engine(self) -> Engine:
+        e = self.engine
+        return Engine(
+            explain=e.explain,
+            timers=e.timer_mode,
+            strict_queues=e.strict_queues,
+            render_pod=e._render_pod,
+            render_podgroup=e._render_podgroup,
+        )
 
     async def _caught_up(self) -> bool:
         info = await self.js.stream_info(s.K8S_STREAM)
@@ -213,15 +269,8 @@ class Decider:
             return
         while self.applied + 1 < seq:  # fill a gap from the stream itself: order is the fold's
             await self._decide_missing(self.applied + 1)
-        decoded = self._decode(seq, msg.subject, msg.data)
-        if decoded is None:
-            await msg.term()
-            self.applied = seq
-            return
-        await self._publish(seq, self._apply(seq, decoded, msg.data))
+        await self._decide_live(seq, msg.subject, msg.data, msg.headers)
         await msg.ack()
-        self.applied = seq
-        self.stats.decided += 1
 
     async def _decide_missing(self, seq: int) -> None:
         try:
@@ -229,43 +278,90 @@ class Decider:
         except NotFoundError:
             self.applied = seq  # deleted from the stream: nothing to decide
             return
-        decoded = self._decode(seq, raw.subject or "", raw.data or b"")
-        if decoded is not None:
-            await self._publish(seq, self._apply(seq, decoded, raw.data or b""))
+        await self._decide_live(seq, raw.subject or "", raw.data or b"", raw.headers)
+
+    async def _decide_live(self, seq: int, subject: str, data: bytes, headers: dict | None) -> None:
+        """Decide one record and store its outputs, or set it aside; `applied` = seq after."""
+        if seq in self.poisoned:  # set aside before a crash, not acked yet: stays aside
+            self.applied = seq
+            return
+        result = self._decide(seq, subject, data, prepare=True)
+        if isinstance(result, _Failure):
+            self.stats.poison += 1
+            log.warning("decider: record %s seq %d set aside: %s", subject, seq, result.reason)
+            if result.dirty:  # the engine may be half-applied: refold it up to the record before
+                self.stats.rollbacks += 1
+                for old, old_subject, reason, job in await self._refold(seq - 1):
+                    await self._store([self._poison(old, old_subject, reason, job)], what=f"poison event of {old}")
+            self.poisoned.add(seq)
+            await self._store([self._poison(seq, subject, result.reason, result.job)], what=f"poison event of {seq}")
+            self.applied = seq
+            return
+        commands, events = result
+        retry_of = (headers or {}).get(p.RETRY_OF)
+        if retry_of and retry_of.isdigit() and events is not None:
+            events.append(self._retried_message(seq, int(retry_of), subject, data))
+        await self._publish(seq, commands, events)
         self.applied = seq
         self.stats.decided += 1
 
-    def _decode(self, seq: int, subject: str, data: bytes, *, quiet: bool = False) -> Decoded | None:
+    def _decide(self, seq: int, subject: str, data: bytes, *, prepare: bool) -> "_Failure | tuple":
+        """Fold one record; return its (commands, events) messages (None, None without
+        `prepare`), or a `_Failure`. Subjects are built in both modes, so a record whose
+        outputs cannot be addressed fails the same way live and on a rebuild."""
         try:
-            return decode(data)
-        except RecordError as err:
-            if not quiet:
-                self.stats.poison += 1
-                log.warning("decider: poison record %s seq %d terminated: %s", subject, seq, err)
-            return None
-
-    def _apply(self, seq: int, decoded: Decoded, data: bytes, *, quiet: bool = False) -> list[o.Output]:
+            decoded = decode(data)
+        except Exception as err:  # RecordError, RecursionError, anything: the engine is untouched
+            return _Failure(p.reason_of(err), p.job_of(subject), dirty=False)
+        if isinstance(decoded, Observed) and decoded.notes:
+            if prepare:
+                self.stats.bad_times += 1
+                log.warning("decider: record %s seq %d: %s", subject, seq, "; ".join(decoded.notes))
         raw = data if isinstance(decoded, Observed) and isinstance(decoded.object, Job) else None
         try:
-            return self.engine.apply(seq, decoded, raw=raw)
-        except Exception:
-            if not quiet:
-                self.stats.poison += 1
-                log.exception("decider: the engine failed on record seq %d; its outputs are dropped", seq)
-            return []
+            outs = self.engine.apply(seq, decoded, raw=raw)
+            return self._messages(seq, outs, prepare=prepare)
+        except Exception as err:  # RecursionError included
+            return _Failure(p.reason_of(err), p.job_of(subject, decoded), dirty=True)
 
-    async def _publish(self, seq: int, outs: list[o.Output]) -> None:
-        if not outs:
-            return
+    def _messages(self, seq: int, outs: list[o.Output], *, prepare: bool) -> tuple:
         source = self.bus.settings.ce_source
-        commands, events = [], []
+        commands: list[Prepared] = []
+        events: list[Prepared] = []
         for i, out in enumerate(outs):
-            headers = ce_headers(out, ce_id=output_id(seq, i), source=source)
             if o.is_command(out):
-                if self.publish_commands:
-                    commands.append(Prepared(s.command_subject(out.job), o.encoder.encode(out), headers))
+                subject = s.command_subject(out.job)
+                if prepare and self.publish_commands:
+                    headers = ce_headers(out, ce_id=output_id(seq, i), source=source)
+                    commands.append(Prepared(subject, o.encoder.encode(out), headers))
             else:
-                events.append(Prepared(s.event_subject(out.job, o.tag_of(type(out))), o.encoder.encode(out), headers))
+                subject = s.event_subject(out.job, o.tag_of(type(out)))
+                if prepare:
+                    headers = ce_headers(out, ce_id=output_id(seq, i), source=source)
+                    events.append(Prepared(subject, o.encoder.encode(out), headers))
+        return (commands, events) if prepare else (None, None)
+
+    def _poison(self, seq: int, subject: str, reason: str, job: str) -> Prepared:
+        event = p.poison_event(
+            component="decider", stream=s.K8S_STREAM, sequence=seq, subject=subject, reason=reason, job=job,
+            now=self.clock(),
+        )
+        return p.poison_message(event, source=self.bus.settings.ce_source)
+
+    def _retried_message(self, seq: int, original: int, subject: str, data: bytes) -> Prepared:
+        try:
+            job = p.job_of(subject, decode(data))
+        except Exception:
+            job = p.job_of(subject)
+        event = o.RecordRetried(
+            job=job, seq=seq, time=self.clock(), stream=s.K8S_STREAM, sequence=original, retry_sequence=seq
+        )
+        self._retried.add(original)
+        return p.retried_message(event, source=self.bus.settings.ce_source)
+
+    async def _publish(self, seq: int, commands: list[Prepared], events: list[Prepared]) -> None:
+        if not commands and not events:
+            return
         # Commands first, sent before the events are even prepared for sending: the cluster side
         # waits for them. Each stream still gets its messages in decision order (the ids keep
         # the index in the record's outputs).
@@ -316,3 +412,14 @@ class Decider:
         self.stats.timers += len(due)
         log.info("decider: fired %d timer(s) due by %s", len(due), now)
         return len(due)
+
+
+class _Failure:
+    """Why a record could not be decided; `dirty` when the engine had started folding it."""
+
+    __slots__ = ("reason", "job", "dirty")
+
+    def __init__(self, reason: str, job: str, *, dirty: bool) -> None:
+        self.reason = reason
+        self.job = job
+        self.dirty = dirty

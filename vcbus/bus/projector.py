@@ -19,12 +19,20 @@ only means some keys are written again with the same value.
 `rebuild` purges both buckets and refolds from sequence 1; since every value
 is a function of the events up to the position, the result equals the live
 buckets byte for byte (`verify` checks exactly that without writing).
+
+Poison, never a halt: an event the views cannot decode or fold (any
+exception) is skipped, counted (`Views.poison`) and, live, reported as a
+`record.poison.v1` event (component `projector`, stream VCBUS_JOBS;
+`vcbus.bus.poison`); a failure while building one job's values skips that
+job's write the same way. A record.poison event itself is never reported
+again (no loop).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any, NamedTuple
 
 import msgspec
@@ -34,6 +42,8 @@ from projections.history import HistoryView
 from projections.replay import job_report
 from projections.status import StatusView
 from statemachines import outputs as o
+from statemachines.timefmt import fmt
+from vcbus.bus import poison
 from vcbus.bus import subjects as s
 from vcbus.bus.connecting import Bus
 from vcbus.bus.errors import BusError
@@ -42,6 +52,10 @@ from vcbus.bus.streams import last_seq, purge_bucket
 from vcbus.bus.supervising import supervise
 
 log = logging.getLogger("vcbus.projector")
+
+
+def wall_clock() -> str:
+    return fmt(int(time.time()))
 
 BUCKETS = (s.STATUS_BUCKET, s.HISTORY_BUCKET)
 MAX_VALUE = 900_000  # bytes; a history over this drops its oldest actions (fits any server's 1 MB)
@@ -68,18 +82,30 @@ class Views:
         self.timers: dict[str, dict[str, tuple[int, o.TimerScheduled]]] = {}
         self.position = 0
         self.undecodable = 0
+        self.poison = 0  # events set aside (undecodable or failing to fold)
+        self.failed: list[tuple[int, str, str, str]] = []  # (seq, subject, reason, job) not yet reported
 
-    def apply(self, seq: int, data: bytes) -> str | None:
+    def apply(self, seq: int, data: bytes, subject: str = "") -> str | None:
         """Fold the event stored at `seq`; return its job (None if already folded or unreadable)."""
         if seq <= self.position:
             return None
         self.position = seq
         try:
+            return self._apply(seq, data)
+        except Exception as err:  # poison, never a halt (RecursionError included)
+            self.poison += 1
+            reason = poison.reason_of(err)
+            log.warning("projector: event seq %d %s set aside: %s", seq, subject, reason)
+            if not subject.endswith("." + s.event_subtype(poison.POISON_TAG)):
+                self.failed.append((seq, subject, reason, _job_of_event_subject(subject)))
+            return None
+
+    def _apply(self, seq: int, data: bytes) -> str | None:
+        try:
             event = o.output_decoder.decode(data)
         except msgspec.DecodeError as err:
             self.undecodable += 1
-            log.warning("projector: event seq %d is not readable, skipped: %s", seq, err)
-            return None
+            raise ValueError(f"event not readable: {err}") from None
         if event.job.startswith(CLUSTER_JOB):
             return None  # the scheduler's sessions and queues (`_/<name>`): not a vcjob, no key
         self.statuses.apply(event, position=seq)
@@ -88,6 +114,8 @@ class Views:
             self.timers.setdefault(event.job, {})[event.timer] = (seq, event)
         elif isinstance(event, (o.TimerCancelled, o.TimerFired)):
             self.timers.get(event.job, {}).pop(event.timer, None)
+        if isinstance(event, (o.RecordPoisoned, o.RecordRetried)):
+            return event.job  # the job's Poisoned condition (projections/status.py)
         if event.job not in self.history.jobs and event.job not in self.statuses.statuses:
             return None  # e.g. the scheduler's events about a PodGroup no vcjob owns: no key
         return event.job
@@ -111,7 +139,7 @@ class Views:
         return out
 
     def jobs(self) -> list[str]:
-        return sorted(set(self.history.jobs) | set(self.statuses.statuses))
+        return sorted(set(self.history.jobs) | set(self.statuses.statuses) | set(self.statuses.poisoned))
 
     def buckets(self) -> dict[str, dict[str, bytes]]:
         """Every bucket's content as `rebuild` writes it."""
@@ -128,6 +156,14 @@ class Views:
             for bucket in BUCKETS:
                 out[bucket][s.POSITION_KEY] = str(self.position).encode()
         return out
+
+
+def _job_of_event_subject(subject: str) -> str:
+    """`vcbus.job.<ns>.<name>.<event>` -> `<ns>/<name>` (`_/poison` when it is not one)."""
+    parts = subject.split(".")
+    if len(parts) > 4 and f"{parts[0]}.{parts[1]}" == s.JOBS_PREFIX and parts[2] != s.CLUSTER_SCOPE:
+        return poison.usable_job(f"{s.untoken(parts[2])}/{s.untoken(parts[3])}")
+    return poison.POISON_JOB
 
 
 def _fit(report: dict[str, Any]) -> bytes:
@@ -158,7 +194,8 @@ async def fold(bus: Bus, views: Views, *, end_seq: int | None = None) -> None:
     """Fold VCBUS_JOBS after `views.position` (to its current end, or `end_seq`) into `views`."""
     async for batch in read_stream(bus.js, s.JOBS_STREAM, start_seq=views.position + 1, end_seq=end_seq, batch=1024):
         for msg in batch:
-            views.apply(msg.metadata.sequence.stream, msg.data)
+            views.apply(msg.metadata.sequence.stream, msg.data, msg.subject)
+    views.failed.clear()  # reported by the live projector when it first met them
 
 
 class Writer:
@@ -198,7 +235,13 @@ async def write_jobs(writer: Writer, views: Views, jobs: set[str]) -> None:
         except ValueError:
             log.warning("projector: job %s has no valid KV key; not projected", job)
             continue
-        for bucket, value in views.values(job).items():
+        try:
+            values = views.values(job)
+        except Exception as err:  # poison, never a halt: this job's keys stay as they were
+            views.poison += 1
+            log.warning("projector: building the views of %s failed, not written: %s", job, poison.reason_of(err))
+            continue
+        for bucket, value in values.items():
             await writer.put(bucket, key, value)
     await writer.flush()  # the views before the position
     for bucket in BUCKETS:
@@ -216,6 +259,7 @@ class Projector:
         self.ready = asyncio.Event()
         self._started = False
         self._dirty: set[str] = set()
+        self.clock = wall_clock
 
     async def run(self, *, stop: asyncio.Event | None = None, until_idle: bool = False) -> None:
         """Project until `stop` is set (or, with `until_idle`, until VCBUS_JOBS is used up)."""
@@ -244,9 +288,10 @@ class Projector:
         ):
             if batch:
                 for msg in batch:
-                    job = self.views.apply(msg.metadata.sequence.stream, msg.data)
+                    job = self.views.apply(msg.metadata.sequence.stream, msg.data, msg.subject)
                     if job is not None:
                         self._dirty.add(job)
+                await self._report_poison()
                 await write_jobs(writer, self.views, self._dirty)
                 self._dirty = set()
                 self.written += len(batch)
@@ -254,6 +299,20 @@ class Projector:
                 break
             if stop.is_set():
                 break
+
+    async def _report_poison(self) -> None:
+        """Publish a record.poison event for each event the views set aside (msg ids dedup)."""
+        failed, self.views.failed = self.views.failed, []
+        for seq, subject, reason, job in failed:
+            event = poison.poison_event(
+                component="projector", stream=s.JOBS_STREAM, sequence=seq, subject=subject, reason=reason, job=job,
+                now=self.clock(),
+            )
+            msg = poison.poison_message(event, source=self.bus.settings.ce_source)
+            try:
+                await self.bus.js.publish(msg.subject, msg.body, headers=msg.headers)
+            except Exception as err:
+                raise BusError(f"projector: cannot store the poison event of seq {seq}: {err}") from err
 
     async def _start(self) -> None:
         position = await stored_position(self.bus)

@@ -7,7 +7,9 @@ PriorityClasses and runs a session over a snapshot of it every
 `statemachines.scheduler.run_session`:
 
 1. **Fold.** Records of VCBUS_K8S are folded in stream order. A record the
-   projection cannot use is logged and skipped; the service never stops on one.
+   projection cannot use (any exception) is logged, skipped and reported as a
+   `record.poison.v1` event (component `scheduler`, `vcbus.bus.poison`); the
+   service never stops on one.
 2. **Session.** At most once per period, and only when the projection changed
    since the state the last session ran on (new records, or the previous
    session's own decisions applied), the service runs a session on it. Its cut
@@ -54,6 +56,7 @@ from statemachines import outputs as o
 from statemachines.records import RecordError
 from statemachines.scheduler.config import DEFAULT_CONFIG, SchedulerConfig
 from statemachines.scheduler.session import run_session
+from vcbus.bus import poison
 from vcbus.bus import subjects as s
 from vcbus.bus.connecting import Bus
 from vcbus.bus.errors import BusError
@@ -133,6 +136,7 @@ class SchedulerService:
         # True once a check found the projection as the last session saw it (nothing to do)
         self.settled = False
         self._skipped: list[str] = []  # records skipped while rebuilding, reported once
+        self._poison_out: list[tuple[int, str, str]] = []  # records skipped live, to report
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -163,7 +167,9 @@ class SchedulerService:
             self.js, s.K8S_STREAM, start_seq=self.read + 1, follow=True, batch=self.batch, idle=min(IDLE, self.period)
         ):
             for msg in batch:
-                self._fold(msg.metadata.sequence.stream, msg.data)
+                self._fold(msg.metadata.sequence.stream, msg.data, subject=msg.subject)
+            if self._poison_out:
+                await self._report_poison()
             if stop.is_set():
                 break
             if until_idle:
@@ -185,7 +191,7 @@ class SchedulerService:
 
     # ------------------------------------------------------------------ folding
 
-    def _fold(self, seq: int, data: bytes, *, quiet: bool = False) -> None:
+    def _fold(self, seq: int, data: bytes, *, quiet: bool = False, subject: str = "") -> None:
         if seq <= self.read:
             return
         try:
@@ -196,12 +202,14 @@ class SchedulerService:
                 self._skipped.append(f"seq {seq}: {err}")
             else:
                 log.warning("scheduler: record seq %d skipped: %s", seq, err)
-        except Exception as err:
+            self._poison_out.append((seq, subject, poison.reason_of(err)))
+        except Exception as err:  # RecursionError included: poison, never a halt
             self.stats.skipped += 1
             if quiet:
                 self._skipped.append(f"seq {seq}: {type(err).__name__}: {err}")
             else:
                 log.exception("scheduler: folding record seq %d failed; skipped", seq)
+            self._poison_out.append((seq, subject, poison.reason_of(err)))
         self.read = seq
         self._dirty = True
         self.settled = False
@@ -211,6 +219,18 @@ class SchedulerService:
             self.stats.rebuilt_records += 1
         else:
             self.stats.folded += 1
+
+    async def _report_poison(self) -> None:
+        """A record.poison event per record skipped live (msg id per seq: stored at most once)."""
+        out, self._poison_out = self._poison_out, []
+        msgs = []
+        for seq, subject, reason in out:
+            event = poison.poison_event(
+                component="scheduler", stream=s.K8S_STREAM, sequence=seq, subject=subject, reason=reason,
+                job=poison.job_of(subject), now=self.cache.time or "",
+            )
+            msgs.append(poison.poison_message(event, source=self.bus.settings.ce_source))
+        await self._store(msgs, what=f"{len(msgs)} poison event(s)")
 
     def fingerprint(self) -> bytes:
         return hashlib.blake2b(_encode(self.cache.state()), digest_size=16).digest()
@@ -312,7 +332,7 @@ class SchedulerService:
                 seq = msg.metadata.sequence.stream
                 while sessions and sessions[0].seq < seq:
                     await self._replay(sessions.popleft(), last=not sessions)
-                self._fold(seq, msg.data, quiet=True)
+                self._fold(seq, msg.data, quiet=True, subject=msg.subject)
         while sessions:
             await self._replay(sessions.popleft(), last=not sessions)
         self._dirty = True
@@ -321,6 +341,10 @@ class SchedulerService:
             shown = "; ".join(self._skipped[:5]) + ("; ..." if len(self._skipped) > 5 else "")
             log.warning("scheduler: %d records of VCBUS_K8S could not be used and were skipped (%s)", len(self._skipped), shown)
             self._skipped = []
+        if self._poison_out:  # report what no earlier run reported (a poison event per record)
+            known = await poison.poisoned_sequences(self.js, "scheduler")
+            self._poison_out = [x for x in self._poison_out if x[0] not in known]
+            await self._report_poison()
         log.info(
             "scheduler: projection rebuilt from %d records and %d past sessions in %.2fs; next session %d",
             self.stats.rebuilt_records,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import pathlib
 import tempfile
 
@@ -29,7 +30,9 @@ Starts a private nats-server (JetStream, fsync on every write) in a temporary
 directory, publishes a recorded watch log into VCBUS_K8S (default: the seed
 job resnet-dist-train of examples/), runs the decider and the projector until
 the log is used up, prints the phase changes an outside subscriber sees on
-VCBUS_JOBS and the projected statuses from the KV bucket, and stops.
+VCBUS_JOBS and the projected statuses from the KV bucket, writes the log's
+timeline as an HTML page (`vcbus replay --html`; into the --keep dir, else a
+temporary file) and prints its path, and stops.
 
 \b
 Examples:
@@ -54,9 +57,19 @@ def demo(file: str | None, keep: pathlib.Path | None) -> None:
         keep.mkdir(parents=True, exist_ok=True)
         asyncio.run(_demo(path, keep))
         click.echo(f"store kept in {keep}: vcbus status --data-dir {keep}")
+        _page(path, keep / "timeline.html")
         return
     with tempfile.TemporaryDirectory(prefix="vcbus-demo-") as tmp:
         asyncio.run(_demo(path, pathlib.Path(tmp)))
+    fd, page = tempfile.mkstemp(prefix="vcbus-demo-", suffix=".html")
+    os.close(fd)
+    _page(path, pathlib.Path(page))
+
+
+def _page(log: pathlib.Path, out: pathlib.Path) -> None:
+    from vcbus.replay_html import html_for_log
+
+    click.echo(f"\ntimeline page (open it in a browser): {html_for_log(log, out)}")
 
 
 async def _demo(path: pathlib.Path, data_dir: pathlib.Path) -> None:

@@ -43,7 +43,7 @@ class LiveTimeline:
                 if row is not None:
                     rows.append(row)
             elif isinstance(out, o.PhaseChanged):
-                rows.append(phase_row(phase_entry(out)))
+                rows.append(phase_row(phase_entry(out), explain=self.explain))
             elif isinstance(out, o.JobObserved) and out.adopted_phase:
                 rows.append((out.seq, 0, out.time, f"adopted as recorded: {out.adopted_phase}, retryCount "
                              f"{out.retry_count}, version {out.version}", Text("")))

@@ -32,6 +32,7 @@ COMMAND_MODULES = [
     "vcbus.cli.demo",
     "vcbus.cli.schedule",
     "vcbus.cli.why_pending",
+    "vcbus.cli.poison",
 ]
 
 

@@ -49,7 +49,9 @@ def _render_one(doc: Document, *, file: str, namespace: str, scheduler_name: str
             f"{doc.where}: {doc.label}: {why}\n(run `vcbus validate {file}` for each problem and its field)", exit_code=1
         )
     keys = generate_ssh_keypair() if _needs_ssh_keys(job) else None
-    return render_job(job, scheduler_name=scheduler_name, namespace=namespace, ssh_keys=keys)
+    queue = _queues(mutated, queue_files).get(str((mutated.get("spec") or {}).get("queue", ""))) or {}
+    forwarding = bool((queue.get("spec") or {}).get("extendClusters"))
+    return render_job(job, scheduler_name=scheduler_name, namespace=namespace, ssh_keys=keys, job_forwarding=forwarding)
 
 
 @click.command("render")
@@ -81,6 +83,11 @@ def render_command(file: str, output: str, pod_name: str | None, namespace: str,
       vcbus render examples/resnet-dist-train.yaml -o json | jq '.items[].kind'
       vcbus render examples/resnet-dist-train.yaml --pod resnet-dist-train-worker-1
       vcbus render job.yaml --queues queues.yaml     # also check the queue exists and is Open
+
+    A queue (from --queues) with spec.extendClusters makes the job forwarded,
+    as Volcano's syncJob does: the job and its PodGroup are annotated
+    volcano.sh/job-forwarding: "true", and every pod carries that key as a
+    label and an annotation.
     """
     gates = parse_feature_gates(feature_gates)
     jobs = [d for d in load_documents(file) if d.kind == "Job" and d.obj.get("apiVersion") == JOB_API]

@@ -40,11 +40,17 @@ Examples:
   vcbus replay watch.log --until 2026-11-30T08:05:00Z     # the state at that time
   vcbus replay watch.log --until 42                        # the state after record 42
   vcbus replay watch.log --compare                         # where Volcano decided otherwise
+  vcbus replay watch.log --html timeline.html              # a page to open in a browser
   vcbus replay watch.log --json | jq '.jobs[].status.state.phase'
   vcbus replay --nats --job default/resnet-dist-train        # the bus's log (same output as its export)
 
-Exit codes: 0 ok; 1 with --compare when a divergence was found; 2 bad input;
-130 interrupted (Ctrl-C) while reading - or --follow.
+Bad records (invalid JSON, a vcjob without namespace, a record the engine
+fails on) are reported on stderr one line each and skipped; the summary
+counts them and the exit code stays 0. --strict stops at the first (exit 2).
+A timestamp that is not RFC 3339 is treated as absent, with a warning.
+
+Exit codes: 0 ok; 1 with --compare when a divergence was found; 2 bad input
+(with --strict: any bad record); 130 interrupted (Ctrl-C) while reading - or --follow.
 """
 
 
@@ -84,10 +90,14 @@ def _warn(message: str) -> None:
 @click.option("--explain", is_flag=True, help="For each action, which policy matched and why the others did not.")
 @click.option("--compare", is_flag=True, help="List where the recorded phase/retryCount differs from vcbus's.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document (a stable contract, docs/replay.md).")
-@click.option("--skip-invalid", is_flag=True, help="Report bad records on stderr and go on, instead of stopping.")
+@click.option(
+    "--strict", is_flag=True, help="Stop with exit 2 at the first bad record (default: report each on stderr, go on)."
+)
+@click.option("--skip-invalid", is_flag=True, hidden=True, help="The default now; kept as an accepted alias.")
 @click.option(
     "--all-actions", is_flag=True, help="Show the default SyncJob resolutions in the timeline too."
 )
+@click.option("--html", "html", metavar="OUT", help="Also write the timeline as one self-contained HTML page to OUT.")
 def replay(
     files: tuple[str, ...],
     nats: str | None,
@@ -99,8 +109,14 @@ def replay(
     as_json: bool,
     skip_invalid: bool,
     all_actions: bool,
+    strict: bool = False,
+    html: str | None = None,
 ) -> int:
     job_key = _job_option(job)
+    if strict and skip_invalid:
+        raise UserError("give --strict (stop at the first bad record) or --skip-invalid (the default), not both")
+    if html is not None and (nats is not None or follow or "-" in files):
+        raise UserError("--html reads the log twice: give FILE (not -, --follow or --nats)")
     stop = Until(until)
     streams = []
     if nats is not None:
@@ -137,12 +153,17 @@ def replay(
 
         timeline = LiveTimeline(job=job_key, explain=explain, all_actions=all_actions)
 
+    problems: list[str] = []  # held back unless live: an input with no usable record is one error
+
     def problem(msg: str) -> None:
-        click.echo(f"warning: skipped {msg}", err=True)
+        if live:
+            click.echo(f"warning: skipped {msg}", err=True)
+        else:
+            problems.append(msg)
 
     try:
         result = replay_inputs(
-            streams, explain=explain, until=stop, skip_invalid=skip_invalid, on_problem=problem,
+            streams, explain=explain, until=stop, skip_invalid=not strict, on_problem=problem,
             on_warning=_warn, on_record=timeline.on_record if timeline else None,
             live=live, interruptible=follow or reading_stdin,
         )
@@ -150,13 +171,25 @@ def replay(
         for stream, _ in streams:
             if stream is not sys.stdin.buffer and hasattr(stream, "close"):
                 stream.close()
+    counts = result.counts
+    if problems and not counts.events and not counts.ignored and not result.interrupted:
+        raise UserError(problems[0])  # nothing usable at all: not a watch log, say why once
+    for msg in problems:
+        click.echo(f"warning: skipped {msg}", err=True)
     source = ", ".join(s for _, s in streams)
     report = result.report(job=job_key, explain=explain)
     if not result.interrupted:
         for message in result.missing_kinds(report):
             _warn(f"{source}: {message}")
     if job_key is not None and not report["jobs"] and not live:
-        raise UserError(f"job {job_key} does not appear in {source}", exit_code=1)
+        known = [f"{j['namespace']}/{j['name']}" for j in result.report()["jobs"]]
+        more = f" and {len(known) - 20} more" if len(known) > 20 else ""
+        listing = f"the jobs in it: {', '.join(known[:20])}{more}" if known else "it has no jobs"
+        raise UserError(f"job {job_key} does not appear in {source}; {listing}", exit_code=1)
+    if html is not None:
+        from vcbus.replay_html import write_html
+
+        click.echo(f"timeline page: {write_html(html, files, result, report, until=stop)}", err=True)
     if as_json:
         sys.stdout.buffer.write(msgspec.json.format(msgspec.json.encode(report), indent=2) + b"\n")
     else:

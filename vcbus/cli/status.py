@@ -117,14 +117,23 @@ def _row(job: str, st: dict[str, Any], wide: bool) -> list[str]:
             str(st.get("version", 0)),
             st.get("runningDuration") or "-",
             state.get("lastTransitionTime") or "-",
+            _poisoned(st),
         ]
     return row
+
+
+def _poisoned(st: dict[str, Any]) -> str:
+    """`True` when a record of the job was set aside (see `vcbus poison list`), else `-`."""
+    for cond in st.get("conditions") or ():
+        if isinstance(cond, dict) and cond.get("type") == "Poisoned" and cond.get("status") == "True":
+            return "True"
+    return "-"
 
 
 def print_table(statuses: dict[str, dict[str, Any]], *, wide: bool) -> None:
     header = ["NAMESPACE", "NAME", "STATUS", "MINAVAILABLE", "RUNNINGS", "RETRIES"]
     if wide:
-        header += ["PENDING", "SUCCEEDED", "FAILED", "VERSION", "RUNNING-DURATION", "LAST-TRANSITION"]
+        header += ["PENDING", "SUCCEEDED", "FAILED", "VERSION", "RUNNING-DURATION", "LAST-TRANSITION", "POISONED"]
     if not statuses:
         click.echo("No jobs on the bus.", err=True)
         return

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -53,12 +55,28 @@ def _summarize_commands(cmds: list[dict]) -> list[str]:
     return out
 
 
+_LABEL = re.compile(r"^(?:job\[(\d+)\]|task\[([^\]]*)\]\[(\d+)\])")
+
+
+def _policy_label(line: str) -> str:
+    """`job[0]: ...` as `job policy 1: ...`, `task[w][1]: ...` as `task w policy 2: ...` (1-based)."""
+    m = _LABEL.match(line)
+    if m is None:
+        return line
+    if m.group(1) is not None:
+        return f"job policy {int(m.group(1)) + 1}{line[m.end():]}"
+    return f"task {m.group(2)} policy {int(m.group(3)) + 1}{line[m.end():]}"
+
+
 Row = tuple[int, int, str, str, Text]  # seq, order within the record, time, what happened, phase
 
 
 def action_row(a: dict, *, explain: bool, all_actions: bool) -> Row | None:
+    """A resolution. Default SyncJob ones only with --all-actions, or with --explain when some
+    policy was considered and did not match (the reasoning rows)."""
     if a["action"] == "SyncJob" and not all_actions and not a.get("delay"):
-        return None
+        if not (explain and a.get("explain")):
+            return None
     what = a["event"] or "PodGroup phase change"
     if a["event"] == "PodFailed":
         what += f" (exit code {a['exitCode']})"
@@ -67,19 +85,29 @@ def action_row(a: dict, *, explain: bool, all_actions: bool) -> Row | None:
     elif a["task"]:
         what += f" task {a['task']}"
     what += f" -> {a['action']}"
-    what += f"  [{a['policy']}]"
-    if a.get("delay"):
-        what += f" after {a['delay']}"
+    if a.get("policyText"):  # the policy by its content; its text carries the timeout
+        what += f"  [{'timer: ' if a['policy'].startswith('timer:') else ''}{a['policyText']}]"
+    else:
+        what += f"  [{a['policy']}]"
+        if a.get("delay"):
+            what += f" after {a['delay']}"
     if a.get("reason") and a["action"] == "SyncJob":
         what += f" ({a['reason']})"
     if explain and a.get("explain"):
-        what += "".join(f"\n    - {line}" for line in a["explain"])
+        what += "".join(f"\n    - not {_policy_label(line)}" for line in a["explain"])
     return (a["seq"], 0, a["time"], what, Text(""))
 
 
-def phase_row(p: dict) -> Row:
+def phase_row(p: dict, *, explain: bool = False) -> Row:
+    """A phase change and its cause; --explain adds the action it happened under."""
     text = Text.assemble(_phase(p["from"]), " -> ", _phase(p["to"]))
-    return (p["seq"], 1, p["time"], f"  retryCount {p['retryCount']}, version {p['version']}", text)
+    what = f"  retryCount {p['retryCount']}, version {p['version']}"
+    if p.get("cause"):
+        what += f"; because {p['cause']}"
+    if explain:
+        source = p["from"] or '"" (a new job)'
+        what += f"\n    - while executing {p['reason']} in phase {source}"
+    return (p["seq"], 1, p["time"], what, text)
 
 
 def command_rows(seq: int, cmds: list[dict]) -> list[Row]:
@@ -102,7 +130,7 @@ def timeline_rows(job: dict, *, explain: bool, all_actions: bool) -> list[tuple[
         row = action_row(a, explain=explain, all_actions=all_actions)
         if row is not None:
             rows.append(row)
-    rows.extend(phase_row(p) for p in job["history"])
+    rows.extend(phase_row(p, explain=explain) for p in job["history"])
     by_seq: dict[int, list[dict]] = {}
     for c in job["commands"]:
         by_seq.setdefault(c["seq"], []).append(c)

@@ -20,7 +20,7 @@ from statemachines.admission import QueueIndex, default_queues, mutate_job, vali
 from statemachines.admission.mutate import DEFAULT_SCHEDULER
 from statemachines.admission.mutate import apply_patch
 from statemachines.admission.queues import queue_patch, validate_queue
-from statemachines.admission.schema import crd_defaults, schema_errors, schema_message
+from statemachines.admission.schema import QUEUE_KIND, crd_defaults, name_errors, schema_errors, schema_message
 from statemachines.plugins.args import parse_go_bool
 from vcbus.errors import UserError
 from vcbus.manifests import Document, load_all
@@ -93,6 +93,11 @@ def check(doc: Document, *, queues: QueueIndex, olds: list[Document] | None, gat
         result["problems"] = [{"field": p.field, "message": p.message.strip()} for p in verdict.problems]
     elif doc.kind == "Queue" and api == QUEUE_API:
         queue = doc.obj if old is not None else apply_patch(doc.obj, queue_patch(doc.obj))
+        refused = name_errors(queue) if old is None else []  # the API server's check, before the webhook
+        if refused:
+            result.update(allowed=False, webhook="", message=schema_message(queue, refused, QUEUE_KIND))
+            result["problems"] = [{"field": e.path, "message": e.body()} for e in refused]
+            return result
         error = validate_queue(result["operation"], queue, old, queues)
         if error:
             result.update(allowed=False, message=error, problems=[{"field": "", "message": error}])
@@ -125,7 +130,7 @@ def _print_text(result: dict[str, Any]) -> None:
     if webhook:
         click.echo(f'  kubectl would say: admission webhook "{webhook}" denied the request: {result["message"]}')
     else:
-        click.echo(f"  kubectl would say: {result['message']} (CRD schema)")
+        click.echo(f"  kubectl would say: {result['message']} (API server: object name and CRD schema)")
 
 
 @click.command("validate")
@@ -145,7 +150,8 @@ def validate_command(files: tuple[str, ...], queue_files: tuple[str, ...], old_f
 
     A vcjob goes through what the API server would do with it: the CRD defaults,
     the mutating webhook's defaults (queue, schedulerName, maxRetry, minAvailable,
-    task names, implicit svc/ssh plugins), the CRD schema, then every rule of the
+    task names, implicit svc/ssh plugins), the API server's name check (a DNS-1123
+    subdomain) and the CRD schema, then every rule of the
     validating webhook, with Volcano's own messages. Each problem is printed
     with its field. Exit status: 0 admitted, 1 denied, 2 unreadable input.
 
