@@ -178,14 +178,54 @@ def _json_type(value: object) -> str:
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})?$")
 
 
+_checked: dict[str, bool] = {}  # timestamps repeat a lot in a log: each is parsed once
+
+
 def valid_time(ts: str) -> bool:
     """True when `ts` is an RFC 3339 timestamp the domain can order and do arithmetic on."""
-    if not _RFC3339.match(ts):
+    known = _checked.get(ts)
+    if known is not None:
+        return known
+    ok = _RFC3339.match(ts) is not None
+    if ok:
+        try:
+            timefmt.parse(ts)
+        except ValueError:
+            ok = False
+    if len(_checked) >= 65536:
+        _checked.clear()
+    _checked[ts] = ok
+    return ok
+
+
+def _all_valid(rec: Observed) -> bool:
+    """The fast path of `checked_times`: every timestamp of the record is fine (nearly always)."""
+    if rec.time is not None and not valid_time(rec.time):
         return False
-    try:
-        timefmt.parse(ts)
-    except ValueError:
-        return False
+    obj = rec.object
+    meta = obj.metadata
+    for ts in (meta.creation_timestamp, meta.deletion_timestamp):
+        if ts is not None and not valid_time(ts):
+            return False
+    if isinstance(obj, Job):
+        ltt = obj.status.state.last_transition_time if obj.status is not None else None
+        return ltt is None or valid_time(ltt)
+    if isinstance(obj, Pod):
+        status = obj.status
+        for c in status.conditions or ():
+            if c.last_transition_time is not None and not valid_time(c.last_transition_time):
+                return False
+        for statuses in (status.container_statuses, status.init_container_statuses):
+            for cs in statuses or ():
+                st = cs.state
+                if st is None:
+                    continue
+                for part in (st.terminated, st.running):
+                    if part is None:
+                        continue
+                    for ts in (getattr(part, "started_at", None), getattr(part, "finished_at", None)):
+                        if ts is not None and not valid_time(ts):
+                            return False
     return True
 
 
@@ -198,6 +238,8 @@ def checked_times(rec: Observed) -> Observed:
     deleted) but carries no time: it becomes the epoch, which never moves the
     log's clock. Jobs keep progressing; the caller reports `notes`.
     """
+    if _all_valid(rec):
+        return rec
     notes: list[str] = []
 
     def ok(path: str, ts: str | None) -> bool:
@@ -242,7 +284,8 @@ def _checked_pod(pod: Pod, ok) -> Pod:
         statuses = getattr(status, field)
         if not statuses:
             continue
-        new_cs = [_checked_container(f"status.{field}[{i}]", cs, ok) for i, cs in enumerate(statuses)]
+        json_name = "containerStatuses" if field == "container_statuses" else "initContainerStatuses"
+        new_cs = [_checked_container(f"status.{json_name}[{i}]", cs, ok) for i, cs in enumerate(statuses)]
         if any(a is not b for a, b in zip(new_cs, statuses)):
             status = replace(status, **{field: new_cs})
     return pod if status is pod.status else replace(pod, status=status)

@@ -150,3 +150,44 @@ async def test_the_scheduler_service_sets_poison_aside_and_goes_on(bus_settings,
     assert {e["sequence"] for e in listed} <= {seqs[n] for n in ("no-namespace", "deep", "invalid-json")}
     assert {e["sequence"] for e in listed} >= {seqs["deep"], seqs["invalid-json"]}
     assert all(e["stream"] == s.K8S_STREAM and e["reason"] for e in listed)
+
+
+async def test_the_projector_sets_an_unreadable_event_aside_and_marks_its_job(bus_settings, seed_log):
+    from tests.fixtures_nats import publish_file
+
+    await publish_file(bus_settings, seed_log)
+    async with open_bus(bus_settings) as bus:
+        await Decider(bus, clock=lambda: FROZEN_EARLY).run(until_idle=True)
+        bad = await bus.js.publish("vcbus.job.default.resnet-dist-train.status.changed.v1", b'{"type": "job.status')
+        deep = b'{"type": "job.status.changed.v1", "job": "team-c/x", "seq": 1, "status": ' + b"[" * 1200 + b"]" * 1200 + b"}"
+        worse = await bus.js.publish("vcbus.job.team-c.x.status.changed.v1", deep)
+        projector = Projector(bus)
+        await projector.run(until_idle=True)  # returns: it did not halt on either
+        assert projector.views.poison == 2
+    listed = {e["sequence"]: e for e in poison_list(bus_settings) if e["component"] == "projector"}
+    assert set(listed) == {bad.seq, worse.seq}
+    assert listed[bad.seq]["stream"] == s.JOBS_STREAM and listed[bad.seq]["job"] == "default/resnet-dist-train"
+    assert "event not readable" in listed[worse.seq]["reason"] and listed[worse.seq]["job"] == "team-c/x"
+    have = await statuses(bus_settings)
+    assert have["default/resnet-dist-train"]["state"]["phase"] == "Completed"  # the rest still projected
+    assert poisoned(have["default/resnet-dist-train"]) and poisoned(have["team-c/x"])
+
+
+async def test_a_rebuild_that_meets_an_unrecorded_failure_refolds_without_it(bus_settings, tmp_path, monkeypatch):
+    """A record set aside with no poison event on the bus (set aside by an older vcbus, or the event
+    purged): the restarted decider's rebuild fails on it, starts its fold again without it and
+    records the poison event then."""
+    seqs = await publish_poison_log(bus_settings, tmp_path)
+    with crashing_engine(monkeypatch):
+        await run_services(bus_settings)
+        async with open_bus(bus_settings) as bus:
+            await bus.js.purge_stream(s.JOBS_STREAM, subject="vcbus.job.*.*.record.poison.v1")
+        assert poison_list(bus_settings) == []
+        again, _ = await run_services(bus_settings)
+    assert again.stats.rollbacks == 1 and again.stats.decided == 0
+    assert not any(CRASH_JOB in j or j.startswith("/") for j in again.engine.jobs)
+    assert again.poisoned == {seqs[n] for n in ("no-namespace", "deep", "invalid-json", "crash-me")}
+    # (its poison events are published again with the same msg ids: within the duplicate window
+    # JetStream drops them as repeats, so the purged listing stays empty here)
+    have = await statuses(bus_settings)
+    assert have["team-b/resnet-dist-train"]["state"]["phase"] == "Completed"

@@ -96,3 +96,37 @@ def test_merged_inputs_set_an_engine_failure_aside_too(tmp_path, monkeypatch):
     assert got["default/resnet-dist-train"] == "Completed" and got["team-b/resnet-dist-train"] == "Completed"
     assert f"default/{CRASH_JOB}" not in got
     assert sum("engine failed" in p for p in problems) == 1
+
+
+def _rec(obj: dict, **extra) -> bytes:
+    return json.dumps({"type": "MODIFIED", "object": obj, **extra}).encode()
+
+
+def test_decode_turns_every_bad_record_into_a_record_error_and_bad_times_into_notes():
+    from statemachines.records import Observed, RecordError, decode
+    from statemachines.timefmt import ZERO_TIME
+
+    for name, line in poison_lines().items():
+        if name in ("no-namespace", "deep", "invalid-json"):
+            with pytest.raises(RecordError):
+                decode(line)
+    pod = {
+        "kind": "Pod", "apiVersion": "v1",
+        "metadata": {"name": "p", "namespace": "d", "creationTimestamp": "2026-11-30T08:00:00Z",
+                     "deletionTimestamp": "soon"},
+        "status": {"conditions": [{"type": "Ready", "lastTransitionTime": "2026-13-01T00:00:00Z"}],
+                   "containerStatuses": [{"state": {"terminated": {"exitCode": 1, "finishedAt": "later"}}}]},
+    }
+    rec = decode(_rec(pod, time="2026-11-30T08:00:05+01:00"))
+    assert isinstance(rec, Observed) and rec.time == "2026-11-30T08:00:05+01:00"
+    assert rec.object.metadata.deletion_timestamp == ZERO_TIME  # still being deleted, no time
+    assert rec.object.metadata.creation_timestamp == "2026-11-30T08:00:00Z"
+    assert rec.object.status.conditions[0].last_transition_time is None
+    assert rec.object.status.container_statuses[0].state.terminated.finished_at is None
+    assert [n.split(":")[0] for n in rec.notes] == [
+        "metadata.deletionTimestamp",
+        "status.conditions[0].lastTransitionTime",
+        "status.containerStatuses[0].state.terminated.finishedAt",
+    ]
+    good = decode(_rec({**pod, "metadata": {"name": "p", "namespace": "d"}, "status": {}}))
+    assert good.notes == ()

@@ -277,3 +277,16 @@ def test_engine_without_history_still_decides_the_same():
     assert a.statuses.status("default/flaky") == b.statuses.status("default/flaky")
     engine = Engine()
     assert engine.cause(engine.entry("default", "x"), "") == ""  # nothing executed yet: no cause
+
+
+# ------------------------------------------------------------------ the benchmark's floors
+
+
+def test_benchmark_floors_decode_the_same_records_typed_and_as_dicts():
+    """The typed floor decodes exactly what the engine decodes (statemachines.records), record for record."""
+    from benchmarks.replay import run_floor, run_typed_floor
+
+    jsonl = RETRIES
+    typed, plain = run_typed_floor(str(jsonl)), run_floor(str(jsonl))
+    n = len(jsonl.read_bytes().splitlines())
+    assert typed["events"] == plain["events"] == n == replay_json(str(jsonl))["input"]["events"]

@@ -228,17 +228,25 @@ class Decider:
             self.engine = self._fresh_engine()
             self.applied = 0
             failed = None
-            async for batch in read_stream(self.js, s.K8S_STREAM, end_seq=upto, batch=512):
-                for msg in batch:
-                    seq = msg.metadata.sequence.stream
-                    if seq not in self.poisoned:
-                        result = self._decide(seq, msg.subject, msg.data, prepare=False)
-                        if isinstance(result, _Failure):
-                            failed = (seq, msg.subject, result.reason, result.job)
-                            break
-                    self.applied = seq
-                if failed is not None:
-                    break
+            batches = read_stream(self.js, s.K8S_STREAM, end_seq=upto, batch=512)
+            try:
+                async for batch in batches:
+                    for msg in batch:
+                        seq = msg.metadata.sequence.stream
+                        if seq not in self.poisoned:
+                            result = self._decide(seq, msg.subject, msg.data, prepare=False)
+                            if isinstance(result, p.Failure):
+                                if not result.dirty:  # failed before the engine saw it: no restart
+                                    self.poisoned.add(seq)
+                                    found.append((seq, msg.subject, result.reason, result.job))
+                                else:
+                                    failed = (seq, msg.subject, result.reason, result.job)
+                                    break
+                        self.applied = seq
+                    if failed is not None:
+                        break
+            finally:
+                await batches.aclose()
             if failed is None:
                 return found
             log.warning("decider: record seq %d fails on refold (%s); set aside", failed[0], failed[2])
@@ -286,7 +294,7 @@ class Decider:
             self.applied = seq
             return
         result = self._decide(seq, subject, data, prepare=True)
-        if isinstance(result, _Failure):
+        if isinstance(result, p.Failure):
             self.stats.poison += 1
             log.warning("decider: record %s seq %d set aside: %s", subject, seq, result.reason)
             if result.dirty:  # the engine may be half-applied: refold it up to the record before
@@ -305,14 +313,14 @@ class Decider:
         self.applied = seq
         self.stats.decided += 1
 
-    def _decide(self, seq: int, subject: str, data: bytes, *, prepare: bool) -> "_Failure | tuple":
+    def _decide(self, seq: int, subject: str, data: bytes, *, prepare: bool) -> "p.Failure | tuple":
         """Fold one record; return its (commands, events) messages (None, None without
-        `prepare`), or a `_Failure`. Subjects are built in both modes, so a record whose
+        `prepare`), or a `Failure`. Subjects are built in both modes, so a record whose
         outputs cannot be addressed fails the same way live and on a rebuild."""
         try:
             decoded = decode(data)
         except Exception as err:  # RecordError, RecursionError, anything: the engine is untouched
-            return _Failure(p.reason_of(err), p.job_of(subject), dirty=False)
+            return p.Failure(p.reason_of(err), p.job_of(subject), dirty=False)
         if isinstance(decoded, Observed) and decoded.notes:
             if prepare:
                 self.stats.bad_times += 1
@@ -322,7 +330,7 @@ class Decider:
             outs = self.engine.apply(seq, decoded, raw=raw)
             return self._messages(seq, outs, prepare=prepare)
         except Exception as err:  # RecursionError included
-            return _Failure(p.reason_of(err), p.job_of(subject, decoded), dirty=True)
+            return p.Failure(p.reason_of(err), p.job_of(subject, decoded), dirty=True)
 
     def _messages(self, seq: int, outs: list[o.Output], *, prepare: bool) -> tuple:
         source = self.bus.settings.ce_source
@@ -349,15 +357,10 @@ class Decider:
         return p.poison_message(event, source=self.bus.settings.ce_source)
 
     def _retried_message(self, seq: int, original: int, subject: str, data: bytes) -> Prepared:
-        try:
-            job = p.job_of(subject, decode(data))
-        except Exception:
-            job = p.job_of(subject)
-        event = o.RecordRetried(
-            job=job, seq=seq, time=self.clock(), stream=s.K8S_STREAM, sequence=original, retry_sequence=seq
-        )
         self._retried.add(original)
-        return p.retried_message(event, source=self.bus.settings.ce_source)
+        return p.retried_message(
+            p.retried_event(seq, original, subject, data, now=self.clock()), source=self.bus.settings.ce_source
+        )
 
     async def _publish(self, seq: int, commands: list[Prepared], events: list[Prepared]) -> None:
         if not commands and not events:
@@ -413,13 +416,3 @@ class Decider:
         log.info("decider: fired %d timer(s) due by %s", len(due), now)
         return len(due)
 
-
-class _Failure:
-    """Why a record could not be decided; `dirty` when the engine had started folding it."""
-
-    __slots__ = ("reason", "job", "dirty")
-
-    def __init__(self, reason: str, job: str, *, dirty: bool) -> None:
-        self.reason = reason
-        self.job = job
-        self.dirty = dirty

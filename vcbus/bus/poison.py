@@ -30,7 +30,7 @@ import msgspec
 from nats.js import JetStreamContext
 
 from statemachines import outputs as o
-from statemachines.records import Observed
+from statemachines.records import Observed, decode
 from vcbus.bus import subjects as s
 from vcbus.bus.cloudevents import headers as ce_headers
 from vcbus.bus.cloudevents import MSG_ID
@@ -80,6 +80,26 @@ def job_of(subject: str, decoded: Any = None) -> str:
         if ns != s.CLUSTER_SCOPE:
             return usable_job(f"{ns}/{name}")
     return POISON_JOB
+
+
+class Failure:
+    """Why a record could not be decided; `dirty` when the engine had started folding it."""
+
+    __slots__ = ("reason", "job", "dirty")
+
+    def __init__(self, reason: str, job: str, *, dirty: bool) -> None:
+        self.reason = reason
+        self.job = job
+        self.dirty = dirty
+
+
+def retried_event(seq: int, original: int, subject: str, data: bytes, *, now: str) -> o.RecordRetried:
+    """The decider's note that the copy at `seq` of poisoned record `original` was decided."""
+    try:
+        job = job_of(subject, decode(data))
+    except Exception:
+        job = job_of(subject)
+    return o.RecordRetried(job=job, seq=seq, time=now, stream=s.K8S_STREAM, sequence=original, retry_sequence=seq)
 
 
 def poison_event(
