@@ -114,7 +114,9 @@ class KubectlWatch:
 
     def started(self) -> bool:
         assert self.proc.poll() is None, self.err.read_text()
-        return any("watch=true" in line and " 200 " in line for line in self.err.read_text().splitlines())
+        # kubectl -v=6 logs the response: "... 200 OK in 3 milliseconds" (older) or status="200 OK" (1.34)
+        return any("watch=true" in line and (" 200 " in line or 'status="200 OK"' in line)
+                   for line in self.err.read_text().splitlines())
 
     def stop(self) -> None:
         self.proc.send_signal(signal.SIGTERM)
