@@ -92,7 +92,8 @@ def test_the_seed_jobs_page_shows_every_pod_phase_change_and_action(browser, tmp
     marks.sort()
     assert [(m[1], m[2]) for m in marks] == [(a["action"], a["policy"]) for a in job["actions"]]
     for (_, _, _, title), a in zip(marks, job["actions"]):
-        assert f"policy: {a['policy']}" in title
+        shown = f"{a['policyText']} [{a['policy']}]" if a.get("policyText") else a["policy"]
+        assert f"policy: {shown}" in title
         if a.get("reason"):
             assert f"reason: {a['reason']}" in title
     decisive = {m[1]: m[3] for m in marks if m[1] != "SyncJob"}

@@ -25,6 +25,7 @@ from statemachines.scheduler.model import (
     PENDING,
     PIPELINED,
     RUNNING,
+    condition_dump,
 )
 from statemachines.scheduler.resources import Res, quantities_key, to_quantities
 from statemachines.scheduler.state import JobState
@@ -87,24 +88,11 @@ def phase(ssn: Session, job: JobState) -> str:
 def status_dict(job: JobState) -> dict[str, Any]:
     out: dict[str, Any] = {"phase": job.phase}
     if job.conditions:
-        out["conditions"] = [condition_dict(c) for c in job.conditions]
+        out["conditions"] = [condition_dump(c) for c in job.conditions]
     for name, status in (("running", RUNNING), ("succeeded", "Succeeded"), ("failed", "Failed")):
         n = job.count(status)
         if n:
             out[name] = n
-    return out
-
-
-def condition_dict(c: o.PodGroupCondition) -> dict[str, Any]:
-    out: dict[str, Any] = {"type": c.type, "status": c.status}
-    if c.transition_id:
-        out["transitionID"] = c.transition_id
-    if c.last_transition_time:
-        out["lastTransitionTime"] = c.last_transition_time
-    if c.reason:
-        out["reason"] = c.reason
-    if c.message:
-        out["message"] = c.message
     return out
 
 
