@@ -21,6 +21,12 @@ def test_demo_runs_the_seed_job_through_an_embedded_bus(tmp_path):
     out = res.stdout.decode()
     assert res.returncode == 0, res.stderr.decode()
     assert "Running -> Restarting  (RestartJob, retryCount 1)" in out
+    assert "because PodFailed of pod resnet-dist-train-worker-1 (exitCode 1)" in out
+    # the README's quick start shows exactly what the demo prints
+    readme = (ROOT / "README.md").read_text()
+    shown = readme.split("```text\nphase changes on VCBUS_JOBS", 1)[1].split("```", 1)[0].splitlines()[1:]
+    printed = out.splitlines()
+    assert [line for line in shown if line.strip()] and all(line in printed for line in shown if line.strip())
     assert "Completing -> Completed" in out
     row = next(line for line in out.splitlines() if line.startswith("default"))
     assert row.split()[:3] == ["default", "resnet-dist-train", "Completed"] and row.split()[-1] == "1"

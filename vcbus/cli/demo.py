@@ -94,6 +94,8 @@ async def _demo(path: pathlib.Path, data_dir: pathlib.Path) -> None:
                         f"  {ev.time}  {ev.job}  {before} -> {ev.to_phase}"
                         f"  ({ev.action}, retryCount {ev.retry_count})"
                     )
+                    if ev.cause:
+                        click.echo(f"      because {ev.cause}")
         raw = await read_bucket(bus.js, s.STATUS_BUCKET)
         statuses = {s.job_of_key(k): msgspec.json.decode(v) for k, v in raw.items() if not k.startswith("_")}
         click.echo(f"\nstatuses in KV {s.STATUS_BUCKET} (what `vcbus status` shows):")
