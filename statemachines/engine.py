@@ -159,22 +159,28 @@ class Engine:
         """Fold one record; return what was decided because of it."""
         self.seq = seq
         self.out = out = []
-        if isinstance(record, Ignored):
+        rcls = record.__class__
+        if rcls is Ignored:
             self.ignored += 1
             return out
-        if isinstance(record, TimerRecord):
-            if record.time:
-                self._advance(normalize(record.time))
-            self._fire(record.timer.id)
+        if rcls is TimerRecord:
+            if record.time:  # type: ignore[union-attr]
+                self._advance(normalize(record.time))  # type: ignore[union-attr]
+            self._fire(record.timer.id)  # type: ignore[union-attr]
             return out
-        obj = record.object
-        when = record.time or self._object_time(obj)
+        obj = record.object  # type: ignore[union-attr]
+        kind = obj.__class__
+        when = record.time or (object_time(obj) if kind is Pod else self._object_time(obj))  # type: ignore
         if when:
-            self._advance(normalize(when))
-        if self.timer_mode == "by-time":
+            when = normalize(when)
+            if when > self.now:
+                self.now = when
+        by_time = self.timer_mode == "by-time"
+        timers = self.timers
+        if by_time and timers and timers[0][0] <= self.now:
             self.fire_due(self.now)
-        if isinstance(obj, Pod):
-            self._pod(record.type, obj)
+        if kind is Pod:
+            self._pod(record.type, obj)  # type: ignore[union-attr]
         elif isinstance(obj, Job):
             self._job(record.type, obj, raw)
             self.gc.job(record.type, obj)
@@ -191,7 +197,8 @@ class Engine:
         elif isinstance(obj, Command):
             self._command(record.type, obj)
             self.queue_controller.command(record.type, obj)
-        if self.timer_mode == "by-time" and self.timers and self.timers[0][0] <= self.now:
+        timers = self.timers  # fire_due may have replaced the list (`_fire` rebuilds it)
+        if by_time and timers and timers[0][0] <= self.now:
             self.fire_due(self.now)  # a delay <= 0 fires at once, right after the request that set it
         return out
 

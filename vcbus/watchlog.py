@@ -25,7 +25,7 @@ from typing import BinaryIO, Callable, Iterable, Iterator
 
 import msgspec
 
-from statemachines.records import Decoded, RecordError, decode
+from statemachines.records import Decoded, RecordError, decode, decode_replay
 from vcbus import logforms
 from vcbus.errors import UserError
 
@@ -170,7 +170,7 @@ def _json_items(lines: Iterable[bytes], source: str, snapshots: logforms.Snapsho
                 continue
             at, at_offset = line_no, start
         try:
-            decoded = decode(data)
+            decoded = decode_replay(data)
         except RecordError as err:
             for item in _rescued(data, err, n, at, at_offset, source, snapshots):
                 n += 1
