@@ -24,6 +24,7 @@ import pathlib
 from typing import Iterator
 
 from statemachines.engine import Engine
+from tests.test_replay_cli import records
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SEED = ROOT / "examples" / "resnet-dist-train.json"
@@ -32,16 +33,7 @@ RV_SHIFT = 1_000_000
 
 
 def seed_records() -> list[dict]:
-    text = SEED.read_text()
-    dec = json.JSONDecoder()
-    out, pos = [], 0
-    while True:
-        while pos < len(text) and text[pos].isspace():
-            pos += 1
-        if pos >= len(text):
-            return out
-        obj, pos = dec.raw_decode(text, pos)
-        out.append(obj)
+    return records(SEED)
 
 
 def copy_in_namespace(recs: list[dict], namespace: str) -> list[dict]:
