@@ -10,6 +10,10 @@ The report is a stable contract used by scripts (docs/replay.md):
 compatibility; `cause`: why the phase moved, in words), `actions` every resolution of a bus event
 (the default SyncJob included; `policyText`: the matched policy by its content), `commands` what the controller asked of the
 cluster. Each entry's `seq` is the 1-based position of the record that caused it.
+
+A divergence that Volcano's delayed-action race explains carries
+`"known": "volcano-delayed-action-race"` (`known_race`; docs/fidelity.md): it is
+no vcbus error, and `vcbus replay --compare` does not fail on it.
 """
 
 from __future__ import annotations
@@ -63,6 +67,50 @@ def phase_entry(p: o.PhaseChanged) -> dict:
     }
 
 
+KNOWN_RACE = "volcano-delayed-action-race"
+_CYCLING = frozenset({"Pending", "Running"})  # where Volcano's job stays when a firing's write is lost
+
+
+def known_race(h: JobHistory, d: o.Divergence) -> str | None:
+    """`KNOWN_RACE` when Volcano's delayed-action race explains the divergence `d`, else None.
+
+    Volcano runs a delayed action (a policy with a `timeout`, e.g. PodPending ->
+    RestartJob after 5m) on a goroutine of its own, outside the job's work queue,
+    with the job as its cache held it; its status write then usually loses a 409
+    conflict against the worker's writes, so the action never happens and the job
+    keeps cycling between Pending and Running. vcbus applies every firing (and
+    fails the job at maxRetry). So: after vcbus fired a delayed action of this job,
+    a recorded phase of Pending or Running that differs from vcbus's, or a recorded
+    retryCount below vcbus's (the lost restarts were not counted), is that race.
+    """
+    fired = [t.seq for t in h.timers if isinstance(t, o.TimerFired)]
+    return race_explains(d, min(fired) if fired else None)
+
+
+def race_explains(d: o.Divergence, first_fired: int | None) -> str | None:
+    """`known_race` given the seq of the job's first fired delayed action (None: none fired);
+    `vcbus divergences` uses it with the events of the bus."""
+    if first_fired is None or d.seq < first_fired:
+        return None
+    field = d.field.split(" ", 1)[0]
+    if field == "phase":
+        return KNOWN_RACE if d.recorded in _CYCLING and d.decided != d.recorded else None
+    if field == "retryCount":
+        try:
+            return KNOWN_RACE if int(d.recorded) < int(d.decided) else None
+        except ValueError:
+            return None
+    return None
+
+
+def divergence_entry(h: JobHistory, d: o.Divergence) -> dict:
+    entry = {"seq": d.seq, "time": d.time, "field": d.field, "recorded": d.recorded, "decided": d.decided}
+    known = known_race(h, d)
+    if known is not None:
+        entry["known"] = known
+    return entry
+
+
 def job_report(
     h: JobHistory,
     status: dict | None,
@@ -70,6 +118,7 @@ def job_report(
     explain: bool = False,
     pending_timers: list | None = None,
     deleted: bool = False,
+    tasks: dict[str, str] | None = None,
 ) -> dict:
     namespace, name = h.key.split("/", 1)
     report = {
@@ -81,16 +130,15 @@ def job_report(
         "history": [phase_entry(p) for p in h.phases],
         "actions": [action_entry(a, explain=explain) for a in h.actions],
         "commands": [command_entry(c) for c in h.commands],
-        "divergences": [
-            {"seq": d.seq, "time": d.time, "field": d.field, "recorded": d.recorded, "decided": d.decided}
-            for d in h.divergences
-        ],
+        "divergences": [divergence_entry(h, d) for d in h.divergences],
         "errors": [{"seq": e.seq, "message": e.message} for e in h.errors],
         "pendingTimers": [
             {"timer": t.id, "action": t.action, "due": t.due, "pod": t.pod, "policy": t.policy}
             for t in pending_timers or ()
         ],
     }
+    if tasks:  # the task machine's phase of each task (statemachines/task/); Volcano's status has none
+        report["tasks"] = tasks
     if h.observed is not None and h.observed.adopted_phase:
         report["adopted"] = {
             "seq": h.observed.seq,
@@ -124,6 +172,7 @@ def build_report(
                 explain=explain,
                 pending_timers=(pending_timers or {}).get(key),
                 deleted=key in statuses.deleted,
+                tasks=statuses.task_phases(key),
             )
         )
     return {

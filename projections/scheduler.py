@@ -28,8 +28,8 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from statemachines import outputs as out
-from statemachines import timefmt
-from statemachines.records import RecordError
+from statemachines.model import timefmt
+from statemachines.model.records import RecordError
 from statemachines.scheduler import objects as so
 from statemachines.scheduler.emitted import emission
 from statemachines.scheduler.model import (
@@ -38,8 +38,8 @@ from statemachines.scheduler.model import (
     GroupFact,
     NodeFact,
     QueueFact,
-    Snapshot,
 )
+from statemachines.scheduler.snapshot import Snapshot
 from statemachines.scheduler.tasks import TaskFact
 
 BIND_TIMEOUT = 120  # seconds of record time before an unconfirmed bind is forgotten

@@ -16,6 +16,11 @@ condition `{"type": "Poisoned", "status": "True", "reason": "RecordPoisoned",
 "message": ...}` appended to its status conditions (a status of its own if it
 has none yet) until every such record's retry was decided (`record.retried.v1`),
 so its owner sees that the job's view may be missing something.
+
+Each task's phase (the task machine, statemachines/task/) is folded from
+`task.phase.changed.v1` beside the status (`task_phases`): Volcano's status
+has no task phase, so it is not put into the status object itself; the
+replay report and the history bucket carry it as the job's `tasks`.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from typing import Iterable
 import msgspec
 
 from statemachines import outputs as o
-from statemachines.status import JobStatus
+from statemachines.model.status import JobStatus
 
 
 class StatusView:
@@ -33,6 +38,7 @@ class StatusView:
         self.statuses: dict[str, JobStatus] = {}
         self.deleted: set[str] = set()
         self.poisoned: dict[str, dict[tuple[str, int], o.RecordPoisoned]] = {}
+        self.tasks: dict[str, dict[str, str]] = {}  # job -> task -> task phase
         self.position = 0
 
     def apply(self, event: o.Output, position: int | None = None) -> bool:
@@ -51,6 +57,8 @@ class StatusView:
             else:
                 self.statuses.pop(event.job, None)
             self.deleted.discard(event.job)
+        elif isinstance(event, o.TaskPhaseChanged):
+            self.tasks.setdefault(event.job, {})[event.task] = event.to_phase
         elif isinstance(event, o.JobDeleted):
             self.deleted.add(event.job)
         elif isinstance(event, o.RecordPoisoned):
@@ -77,6 +85,10 @@ class StatusView:
         if poisoned:
             out["conditions"] = [*(out.get("conditions") or []), poisoned_condition(list(poisoned.values()))]
         return out
+
+    def task_phases(self, job: str) -> dict[str, str]:
+        """Each task's phase, by task name ({} before any task moved)."""
+        return dict(sorted(self.tasks.get(job, {}).items()))
 
     def jobs(self) -> list[str]:
         return sorted(self.statuses)

@@ -9,13 +9,17 @@ its own writes at once. Observed events then refine that picture; they never
 erase our marks for the same pod.
 
 This module also holds §4.1/§4.2's rules for reading a pod: which pods count,
-their exit code, their container restarts.
+their exit code, their container restarts. (When a record's object was written,
+the replay clock, is `statemachines.model.record_time`.)
 """
 
 from __future__ import annotations
 
-from statemachines.objects import Job, Pod, controller_job_ref
-from statemachines.status import JobStatus
+from typing import Any
+
+from statemachines.model.objects import Job, Pod, controller_job_ref
+from statemachines.model.status import JobStatus
+from statemachines.task.counts import TaskBook
 
 OUT_OF_SYNC = "volcano.sh/controller-out-of-sync"
 TASK_SPEC = "volcano.sh/task-spec"
@@ -112,6 +116,9 @@ class JobEntry:
         "consumed",
         "names",
         "pvcs",
+        "tasks",
+        "versions",
+        "facts",
     )
 
     def __init__(self, key: str, namespace: str, name: str) -> None:
@@ -132,13 +139,26 @@ class JobEntry:
         self.consumed: set[str] = set()  # Command uids already executed
         self.names: tuple[object, dict] | None = None  # expected pod names, per spec
         self.pvcs: set[str] = set()  # PVCs this job's CreatePVC commands asked for
+        self.tasks = TaskBook()  # per-task pod counts and task phases (statemachines/task/)
+        # (phase, version) of the statuses vcbus wrote and the log showed: a recorded status
+        # among them is no news (vcbus's own write coming back, or one seen before)
+        self.versions: set[tuple[str, int]] = set()
+        # what the controller derives from the job's spec, made once per spec object
+        # (statemachines/job/writes.py `SpecFacts`)
+        self.facts: Any = None
 
     def find_pod(self, task: str, name: str) -> PodState | None:
         pods = self.pods.get(task)
         return pods.get(name) if pods else None
 
     def put_pod(self, pod: PodState) -> None:
-        self.pods.setdefault(pod.task, {})[pod.name] = pod
+        """Cache `pod` (replacing one of the same name); the task counts follow."""
+        pods = self.pods.setdefault(pod.task, {})
+        old = pods.get(pod.name)
+        if old is not None:
+            self.tasks.forget(old)
+        pods[pod.name] = pod
+        self.tasks.count(pod)
 
     def drop_pod(self, task: str, name: str) -> PodState | None:
         pods = self.pods.get(task)
@@ -147,6 +167,8 @@ class JobEntry:
         pod = pods.pop(name, None)
         if not pods:
             del self.pods[task]
+        if pod is not None:
+            self.tasks.forget(pod)
         return pod
 
     def live_pods(self) -> int:
@@ -195,29 +217,3 @@ def first_exit_code(pod: Pod) -> int:
         if state is not None and state.terminated is not None:
             return state.terminated.exit_code
     return 0
-
-
-def object_time(pod: Pod) -> str | None:
-    """The latest timestamp a pod carries: when this change happened, as far as it tells."""
-    meta = pod.metadata
-    best = meta.deletion_timestamp or meta.creation_timestamp
-    status = pod.status
-    for cond in status.conditions or ():
-        t = cond.last_transition_time
-        if t and (best is None or t > best):
-            best = t
-    for cs in status.container_statuses or ():
-        st = cs.state
-        if st is None:
-            continue
-        if st.terminated is not None:
-            t = st.terminated.finished_at or st.terminated.started_at
-        elif st.running is not None:
-            t = st.running.started_at
-        else:
-            t = None
-        if t and (best is None or t > best):
-            best = t
-    if meta.deletion_timestamp and (best is None or meta.deletion_timestamp > best):
-        best = meta.deletion_timestamp
-    return best

@@ -13,7 +13,7 @@ gc reads its informer, not the job controller), and time is the log's time, so a
 replay decides the same deletions. The wait is a timer of the engine's (policy
 `ttlSecondsAfterFinished`, action `DeleteJob`): in replay it fires when the log's
 time passes it, on the bus the decider appends its TIMER record (statemachines/
-timers.py). One timer per job; a changed expiry replaces it; the job's deletion
+timers/). One timer per job; a changed expiry replaces it; the job's deletion
 (or its deletionTimestamp, or its ttl being removed) cancels it. Expiry emits
 `JobExpired` then `DeleteJob` with the job's uid as precondition (Volcano deletes
 with propagation Foreground); once per job uid.
@@ -24,10 +24,10 @@ from __future__ import annotations
 from typing import Any
 
 from statemachines import outputs as o
-from statemachines.objects import Job, job_key
-from statemachines.timefmt import add, normalize
-from statemachines.timers import Timer
-from statemachines.vocabulary import FINISHED_PHASES
+from statemachines.model.objects import Job, job_key
+from statemachines.model.timefmt import add, normalize
+from statemachines.model.vocabulary import FINISHED_PHASES
+from statemachines.timers.rules import Timer
 
 GC_ACTION = "DeleteJob"  # a timer with this action is the garbage collector's
 GC_POLICY = "ttlSecondsAfterFinished"
@@ -111,11 +111,11 @@ class GarbageCollector:
 
     def _schedule(self, key: str, due: str) -> None:
         host = self.host
-        order = host.next_timer_order()
+        order = host.timers.next_order()
         timer = Timer(id=f"{host.seq}.{order}", job=key, key="", action=GC_ACTION, due=due, policy=GC_POLICY,
                       order=order)
         self.timers[key] = timer
-        host.add_timer(timer)
+        host.timers.push(timer)
         self.emit(o.TimerScheduled, key, timer=timer.id, action=GC_ACTION, due=due, policy=GC_POLICY)
 
     def _cancel(self, key: str, reason: str) -> None:
@@ -123,7 +123,7 @@ class GarbageCollector:
         if timer is None or timer.cancelled:
             return
         timer.cancelled = True
-        self.host.timer_index.pop(timer.id, None)
+        self.host.timers.discard(timer)
         self.emit(o.TimerCancelled, key, timer=timer.id, reason=reason)
 
     def fire(self, timer: Timer) -> None:

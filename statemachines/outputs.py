@@ -19,7 +19,7 @@ from typing import Any, Union
 import msgspec
 from msgspec import Struct
 
-from statemachines.status import JobStatus
+from statemachines.model.status import JobStatus
 
 
 class Output(Struct, frozen=True, kw_only=True, tag_field="type", rename="camel", omit_defaults=True, gc=False):
@@ -72,6 +72,30 @@ class PhaseChanged(Output, tag="job.phase.changed.v1", kw_only=True):
     retry_count: int = 0
     version: int = 0
     cause: str = ""  # why it moved, in words: "retries exhausted (retryCount 3 of maxRetry 3)"
+
+
+class TaskPhaseChanged(Output, tag="task.phase.changed.v1", kw_only=True):
+    """A task's phase moved (the task machine, statemachines/task/): Pending, Running, Completed, Failed.
+
+    Not a Volcano status field: Volcano keeps no task phase, only the per-task pod
+    counts of `status.taskStatusCount`. The counts here are the task's pods in the
+    controller's cache when it moved (`restarts`: container restarts of its
+    Running and Pending pods)."""
+
+    task: str
+    from_phase: str = msgspec.field(default="", name="from")
+    to_phase: str = msgspec.field(default="", name="to")
+    trigger: str = ""  # the task machine trigger: pod_succeeded, pod_updated or pods_changed
+    pod: str = ""  # the pod whose change moved it ("" for the controller's own pods or a spec change)
+    cause: str = ""  # the guard that held, in words: "all replicas succeeded (2 of 2)"
+    replicas: int = 0
+    min_available: int = 0
+    pending: int = 0
+    running: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    unknown: int = 0
+    restarts: int = 0
 
 
 class StatusChanged(Output, tag="job.status.changed.v1", kw_only=True):
@@ -237,6 +261,7 @@ DOMAIN_EVENTS = (
     JobDeleted,
     ActionResolved,
     PhaseChanged,
+    TaskPhaseChanged,
     StatusChanged,
     TimerScheduled,
     TimerCancelled,
@@ -427,6 +452,7 @@ DomainEvent = Union[
     JobDeleted,
     ActionResolved,
     PhaseChanged,
+    TaskPhaseChanged,
     StatusChanged,
     TimerScheduled,
     TimerCancelled,

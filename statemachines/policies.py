@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from msgspec import Struct
 
-from statemachines.objects import Job, LifecyclePolicy
-from statemachines.timefmt import parse_duration
-from statemachines.vocabulary import INTERNAL_EVENTS, Action, Event
+from statemachines.model.objects import Job, LifecyclePolicy
+from statemachines.model.timefmt import parse_duration
+from statemachines.model.vocabulary import INTERNAL_EVENTS, Action, Event
 
 
 class Request(Struct):
@@ -86,8 +86,8 @@ def resolve(job: Job, req: Request, *, version: int, explain: bool = False) -> R
     """Volcano's applyPolicies for `req` against `job`'s spec; `version` is the job's status version."""
     if req.action:
         return Resolution(action=req.action, policy="command" if req.source == "command" else req.source)
-    if req.event in INTERNAL_EVENTS:
-        return Resolution(action=Action.SYNC_JOB, reason=f"internal event {req.event}")
+    if req.event in INTERNAL_EVENTS:  # the most common case: one shared, never-changed answer per event
+        return _INTERNAL[req.event]
     if req.job_uid and req.job_uid != job.metadata.uid:
         return Resolution(action=Action.SYNC_JOB, reason=f"event from another job uid {req.job_uid}")
     if req.job_version < version:
@@ -108,3 +108,6 @@ def resolve(job: Job, req: Request, *, version: int, explain: bool = False) -> R
         if _match(policy, req, why, label):
             return _resolved(policy, label, why or [])
     return Resolution(action=Action.SYNC_JOB, reason="no policy matched", explain=why or [])
+
+
+_INTERNAL = {event: Resolution(action=Action.SYNC_JOB, reason=f"internal event {event}") for event in INTERNAL_EVENTS}

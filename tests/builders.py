@@ -26,13 +26,14 @@ from typing import Any, Callable, Iterable, Iterator
 import msgspec
 
 from statemachines import outputs as o
+from statemachines import worker
 from statemachines.cache import JobEntry, PodGroupState, PodState
 from statemachines.engine import Engine
-from statemachines.job.controller import Target
-from statemachines.objects import Job, Pod
-from statemachines.records import decode
-from statemachines.status import JobCondition, JobState, JobStatus
-from statemachines.timefmt import fmt, parse
+from statemachines.job.kill import Target
+from statemachines.model.objects import Job, Pod
+from statemachines.model.records import decode
+from statemachines.model.status import JobCondition, JobState, JobStatus
+from statemachines.model.timefmt import fmt, parse
 
 NS = "default"
 T0 = "2026-01-01T00:00:00Z"  # creation time of every object built here
@@ -511,7 +512,7 @@ def execute(engine: Engine, entry: JobEntry, action: str, target: Target | None 
     """Volcano's `state.Execute(action)` on the entry's current phase; the outputs it produced."""
     engine.seq += 1
     engine.out = []
-    engine.execute(entry, action, target)
+    worker.execute(engine, entry, action, target)
     return Outs(engine.out)
 
 

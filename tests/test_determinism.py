@@ -31,9 +31,9 @@ import tests.test_sm_quirks
 import tests.test_sm_timelines as timelines
 from statemachines import outputs as o
 from statemachines.engine import Engine
-from statemachines.objects import Job
-from statemachines.records import Observed
-from statemachines.rendering import Renderer
+from statemachines.manifests.renderer import Renderer
+from statemachines.model.objects import Job
+from statemachines.model.records import Observed
 from tests.builders import SCENARIOS, recording_logs
 from vcbus.replaying import replay_stream
 from vcbus.watchlog import decode_record, read_records

@@ -17,7 +17,7 @@ import yaml
 
 from statemachines import outputs as o
 from statemachines.engine import Engine
-from statemachines.rendering import Renderer
+from statemachines.manifests.renderer import Renderer
 from tests.builders import Harness, job, queue
 from vcbus.cli.main import main
 

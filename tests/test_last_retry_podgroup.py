@@ -1,15 +1,16 @@
-"""The PodGroup on the failure that exhausts maxRetry, in the order Volcano's source gives.
+"""The PodGroup on the failure that exhausts maxRetry: deleted once, never recreated.
 
 Running + RestartJob is a KillJob: status Restarting (retryCount+1), then the PodGroup is deleted
 (`killPods` in `pkg/controllers/job/job_controller_actions.go`). The phase change comes back as
 one more request, handled in Restarting by SyncJob (`pkg/controllers/job/state/restarting.go`).
-`syncJob` first runs `initOnJobUpdate`, whose `createOrUpdatePodGroup` creates the PodGroup when
-it cannot find one, and only then applies the status function `restartingUpdateStatus`, where
-the maxRetry check moves the job to Failed. Failed's KillJob (`state/finished.go`) then deletes
-the PodGroup again. So the source recreates the PodGroup on the last retry too, exactly as on the
-earlier ones; the recreation is not conditional on retries left. (In a cluster it happens when
-the PodGroup lister has already seen the deletion; vcbus's cache reflects its own writes at once,
-docs/fidelity.md.)
+On an earlier retry that sync recreates the PodGroup (`createOrUpdatePodGroup` in
+`initOnJobUpdate`). On the retry that exhausts maxRetry, Volcano's source would also reach
+`createOrUpdatePodGroup` before `restartingUpdateStatus` moves the job to Failed, but in a cluster
+the PodGroup lister still holds the PodGroup just deleted, so nothing is recreated: a real cluster
+showed the PodGroup deleted and the job Failed, with no new PodGroup. vcbus's cache reflects its
+own deletion at once, so it decides the recreation only after the maxRetry check
+(docs/fidelity.md): no PodGroup exists for a moment for a failed job, and no scheduler can act
+on one.
 """
 
 from __future__ import annotations
@@ -37,14 +38,29 @@ def test_every_restart_deletes_and_recreates_the_podgroup_before_the_restarting_
     assert h.phase == "Restarting" and h.entry.pg is not None
 
 
-def test_the_exhausting_failure_follows_syncjob_order_then_failed_kills_the_new_podgroup():
+def test_the_exhausting_failure_deletes_the_podgroup_and_fails_without_recreating_it():
     h = running_job(job(max_retry=1, policies=[policy("RestartJob", "PodFailed")]))
     outs = h.set_pod("j-t-0", phase="Failed", exit_code=1)
     assert trail(outs) == [
         "Running->Restarting",  # KillJob writes Restarting, retryCount 1 ...
         "DeletePodGroup",  # ... and deletes the PodGroup
-        "CreatePodGroup",  # Restarting's SyncJob: initOnJobUpdate before the status function
-        "Restarting->Failed",  # restartingUpdateStatus: retryCount 1 >= maxRetry 1
-        "DeletePodGroup",  # Failed: KillJob
+        "Restarting->Failed",  # Restarting's SyncJob: retryCount 1 >= maxRetry 1, no PodGroup first
     ]
     assert h.phase == "Failed" and h.status.retry_count == 1 and h.entry.pg is None
+    assert outs.of(o.CreatePodGroup) == [] and len(outs.of(o.DeletePodGroup)) == 1
+
+
+def test_with_max_retry_two_only_the_last_failure_leaves_no_podgroup():
+    h = running_job(job(max_retry=2, policies=[policy("RestartJob", "PodFailed")]))
+    first = h.set_pod("j-t-0", phase="Failed", exit_code=1)
+    assert trail(first) == ["Running->Restarting", "DeletePodGroup", "CreatePodGroup"]
+    h.delete_pod("j-t-0")
+    h.delete_pod("j-t-1")
+    h.pg("Inqueue", new=True)
+    h.add_pods("t", 2, version=h.status.version)
+    h.set_pod("j-t-0", phase="Running")
+    h.set_pod("j-t-1", phase="Running")
+    assert h.phase == "Running" and h.status.retry_count == 1
+    last = h.set_pod("j-t-0", phase="Failed", exit_code=1)
+    assert trail(last) == ["Running->Restarting", "DeletePodGroup", "Restarting->Failed"]
+    assert h.phase == "Failed" and h.status.retry_count == 2 and h.entry.pg is None

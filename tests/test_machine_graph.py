@@ -23,9 +23,9 @@ from statemachines.job.machine import (
     fire_with_transitions,
     handling,
 )
-from statemachines.objects import JobSpec, TaskSpec
-from statemachines.status import JobStatus
-from statemachines.vocabulary import Phase
+from statemachines.model.objects import JobSpec, TaskSpec
+from statemachines.model.status import JobStatus
+from statemachines.model.vocabulary import Phase
 
 PHASES = [p.value for p in Phase]
 TRIGGERS = list(MACHINE.events)

@@ -16,9 +16,9 @@ from statemachines.plugins import (
     on_job_delete,
     on_job_update,
 )
+from statemachines.manifests.pod import build_pod
 from statemachines.plugins.ssh import fill_ssh_keys, ssh_config
 from statemachines.plugins.svc import generate_hosts
-from statemachines.pods import build_pod
 
 
 def make_job(plugins, tasks=None, *, name="demo", status=None):

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from statemachines.manifests.pod import build_pod
 from statemachines.plugins import PluginError, on_job_add, on_job_delete
-from statemachines.pods import build_pod
 
 
 def task(name, replicas, containers=("c",), **spec):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from statemachines.podgroup import build_podgroup, min_resources, min_task_member, update_podgroup
+from statemachines.manifests.podgroup import build_podgroup, min_resources, min_task_member, update_podgroup
 
 
 def task(name, replicas, cpu="1", memory="1Gi", min_available=None, priority_class="", **extra):

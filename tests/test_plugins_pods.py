@@ -6,8 +6,8 @@ import copy
 
 import pytest
 
+from statemachines.manifests.pod import build_pod, pvc_name, stable_suffix
 from statemachines.plugins import PLUGIN_ORDER, PluginError, is_registered, on_job_add, on_pod_create
-from statemachines.pods import build_pod, pvc_name, stable_suffix
 
 
 def make_job(**spec):

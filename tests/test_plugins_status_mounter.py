@@ -9,10 +9,10 @@ import pytest
 import yaml
 
 from statemachines.admission import default_queues, validate_create
+from statemachines.manifests.job import render_job
+from statemachines.manifests.pod import build_pod
 from statemachines.plugins import on_job_add, on_job_delete, on_job_update, status_mounter_configmap
 from statemachines.plugins.status_mounter import validate_args
-from statemachines.pods import build_pod
-from statemachines.render import render_job
 
 SEED = pathlib.Path(__file__).resolve().parents[1] / "examples" / "resnet-dist-train.yaml"
 

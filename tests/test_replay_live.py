@@ -25,6 +25,17 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 DEADLINE = 60.0  # generous: the machine is shared
 
 
+def interruptible() -> None:
+    """preexec_fn for children these tests stop with SIGINT, as Ctrl-C would.
+
+    A shell without job control starts background commands with SIGINT ignored, and
+    children inherit that (so `make test &` in a script would make Ctrl-C a no-op for
+    every child and these tests would wait forever). Restore the default disposition
+    so Python installs its KeyboardInterrupt handler, as in a terminal.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Output:
     """A child's stdout, line by line, read by a thread so the test can wait for a line with a deadline."""
 
@@ -83,6 +94,7 @@ def row_of(seq: int, text: str):
 
 def replay_process(*args: str, stdin=None) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "vcbus.cli.main", "replay", *args], cwd=ROOT,
+                            preexec_fn=interruptible,
                             stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 

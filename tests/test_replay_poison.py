@@ -103,8 +103,8 @@ def _rec(obj: dict, **extra) -> bytes:
 
 
 def test_decode_turns_every_bad_record_into_a_record_error_and_bad_times_into_notes():
-    from statemachines.records import Observed, RecordError, decode
-    from statemachines.timefmt import ZERO_TIME
+    from statemachines.model.records import Observed, RecordError, decode
+    from statemachines.model.timefmt import ZERO_TIME
 
     for name, line in poison_lines().items():
         if name in ("no-namespace", "deep", "invalid-json"):

@@ -13,8 +13,8 @@ from statemachines import outputs as o
 from statemachines.engine import Engine
 from statemachines.job.causes import guard_text, policy_text
 from statemachines.job.handling import Check
-from statemachines.objects import Job
-from statemachines.status import JobState, JobStatus
+from statemachines.model.objects import Job
+from statemachines.model.status import JobState, JobStatus
 from tests.test_replay_cli import records, replay_json, vcbus, write_jsonl
 from vcbus.replay_schema import SCHEMA_PATH, render
 from vcbus.replaying import replay_stream
@@ -283,7 +283,7 @@ def test_engine_without_history_still_decides_the_same():
 
 
 def test_benchmark_floors_decode_the_same_records_typed_and_as_dicts():
-    """The typed floor decodes exactly what the engine decodes (statemachines.records), record for record."""
+    """The typed floor decodes exactly what the engine decodes (statemachines.model.records), record for record."""
     from benchmarks.replay import run_floor, run_typed_floor
 
     jsonl = RETRIES

@@ -10,10 +10,10 @@ import pytest
 
 from projections.scheduler import BIND_TIMEOUT, SchedulerCache
 from statemachines import outputs as o
-from statemachines.records import RecordError
+from statemachines.model.records import RecordError
+from statemachines.model.timefmt import add
 from statemachines.scheduler.config import DEFAULT_CONFIG
 from statemachines.scheduler.session import run_session
-from statemachines.timefmt import add
 from tests.sched_builders import Cluster, node, outs_of, pod, podgroup, queue, record
 
 T = "2026-01-01T00:01:00Z"

@@ -6,8 +6,9 @@ import pytest
 
 from statemachines import outputs as o
 from statemachines.scheduler.config import DEFAULT_CONFIG
-from statemachines.scheduler.fiterrors import UNSCHEDULABLE, FitError, FitErrors, histogram, job_fit_error
+from statemachines.scheduler.fiterrors import UNSCHEDULABLE, FitError, FitErrors, histogram
 from statemachines.scheduler.plugins.gang import job_valid
+from statemachines.scheduler.reasons import job_fit_error
 from statemachines.scheduler.session import open_session
 from tests.sched_builders import Cluster, node, outs_of, pod, podgroup, queue
 

@@ -16,6 +16,7 @@ import pytest
 
 from statemachines import outputs as o
 from statemachines.engine import Engine
+from statemachines.timers.scheduling import rule_b
 from tests.builders import Harness, job, scenario
 from vcbus.replaying import replay_stream
 
@@ -54,7 +55,7 @@ def gc_outs(outs) -> list[tuple]:
 
 
 def at(h: Harness, when: str) -> None:
-    from statemachines.timefmt import parse
+    from statemachines.model.timefmt import parse
 
     h.clock = parse(when)
 
@@ -206,7 +207,7 @@ def test_gc_timers_do_not_disturb_the_job_timers():
     engine = h.engine
     entry = h.entry
     engine.out = []
-    engine._rule_b(entry, "AbortJob", task="", pod="", partition="")
+    rule_b(engine, entry, "AbortJob", task="", pod="", partition="")
     assert engine.out == [] and [t.action for t in engine.pending_timers()] == ["DeleteJob"]
 
 

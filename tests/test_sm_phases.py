@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 
 from statemachines import outputs as o
-from statemachines.job.controller import Target
 from statemachines.job.handling import PodOp, Retain
+from statemachines.job.kill import Target
 from statemachines.job.machine import handling
 from tests.builders import T0, T1, Harness, entry_in, execute, job, pod, pods_of, policy, running_job, task
 

@@ -12,7 +12,7 @@ import pytest
 
 from statemachines import outputs as o
 from statemachines.policies import Request, resolve
-from statemachines.timers import Timer, rule_a_cancels, rule_b_cancels, scope
+from statemachines.timers.rules import Timer, rule_a_cancels, rule_b_cancels, scope
 from tests.builders import Harness, decode_job, job, policy, queue, running_job, task
 
 # ---------------------------------------------------------------- §5.1 the algorithm, rule by rule

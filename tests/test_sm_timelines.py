@@ -9,7 +9,7 @@ row of the reference's tables.
 from __future__ import annotations
 
 from statemachines import outputs as o
-from statemachines.timefmt import go_duration, parse
+from statemachines.model.timefmt import go_duration, parse
 from tests.builders import Outs, scenario
 from vcbus.simulate import SimCluster
 

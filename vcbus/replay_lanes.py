@@ -23,10 +23,10 @@ from __future__ import annotations
 import json
 from typing import Iterable, Iterator
 
-from statemachines.engine import Engine
-from statemachines.objects import Pod
-from statemachines.records import Observed
-from statemachines.timefmt import normalize
+from statemachines.model.objects import Pod
+from statemachines.model.record_time import object_time
+from statemachines.model.records import Observed
+from statemachines.model.timefmt import normalize
 from vcbus.logmerge import merge
 from vcbus.replaying import Until
 from vcbus.watchlog import Item, iter_log
@@ -146,7 +146,7 @@ def collect_lanes(
             continue
         obj = decoded.object
         try:
-            when = decoded.time or Engine._object_time(obj)
+            when = decoded.time or object_time(obj)
             when = normalize(when) if when else None
         except ValueError:  # not RFC 3339: absent, as for the replay (which warns about it)
             when = None

@@ -21,7 +21,7 @@ import pathlib
 import msgspec
 from msgspec import UNSET, Struct, UnsetType
 
-from statemachines.status import JobStatus
+from statemachines.model.status import JobStatus
 
 SCHEMA_PATH = pathlib.Path(__file__).resolve().parents[1] / "docs" / "schemas" / "replay" / "report.json"
 
@@ -89,6 +89,8 @@ class DivergenceEntry(_Entry):
     field: str  # phase, retryCount; "(end of log)" appended for the final comparison
     recorded: str
     decided: str
+    # "volcano-delayed-action-race": explained by Volcano's delayed-action race, not a vcbus error
+    known: str | UnsetType = UNSET
 
 
 class ErrorEntry(_Entry):
@@ -131,6 +133,7 @@ class JobReport(_Entry):
     divergences: list[DivergenceEntry]
     errors: list[ErrorEntry]
     pending_timers: list[PendingTimer]
+    tasks: dict[str, str] | UnsetType = UNSET  # each task's phase (the task machine; not a Volcano field)
     adopted: Adopted | UnsetType = UNSET
 
 

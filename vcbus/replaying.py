@@ -21,7 +21,7 @@ and skipped. The engine may have been half-way through it, so the replay
 starts again from the top without that record when the input can be read
 again (a file, a spooled pipe, merged inputs); a live replay cannot and goes
 on with a warning. Timestamps that are not RFC 3339 are treated as absent
-(`statemachines.records.checked_times`) and reported as warnings.
+(`statemachines.model.records.checked_times`) and reported as warnings.
 
 Warnings (merging, snapshots, skipped records, kinds a job needs that the log
 lacks) go to `on_warning`; `on_record(seq, outputs)` sees each record's
@@ -38,10 +38,12 @@ from typing import BinaryIO, Callable, Iterable, Iterator
 from projections.history import HistoryView
 from projections.replay import InputCounts, build_report
 from projections.status import StatusView
+from statemachines import outputs as o
 from statemachines.engine import Engine
-from statemachines.objects import Command, Job, Pod, PodGroup
-from statemachines.records import Ignored, Observed, TimerRecord
-from statemachines.timefmt import normalize
+from statemachines.model.objects import Command, Job, Pod, PodGroup
+from statemachines.model.record_time import object_time
+from statemachines.model.records import Ignored, Observed, TimerRecord
+from statemachines.model.timefmt import normalize
 from vcbus.errors import UserError
 from vcbus.logmerge import OrderCheck, merge
 from vcbus.watchlog import InvalidRecord, Item, TruncatedRecord, iter_log
@@ -134,8 +136,55 @@ def fewer_gc_passes() -> Iterator[None]:
         gc.unfreeze()
 
 
+# The most frequent outputs that a projection does nothing with (but note their seq as its
+# position, which a replay never reads): not offered to it at all, as most of a replay's outputs
+# are these. tests/test_replay_dispatch.py checks that applying them changes neither view.
+NOT_FOR_STATUS = frozenset({o.ActionResolved, o.UpdateJobStatus, o.CreatePod, o.DeletePod, o.PluginHook})
+NOT_FOR_HISTORY = frozenset({o.UpdateJobStatus, o.StatusChanged})
+
+
 class _OutOfOrder(Exception):
     pass
+
+
+class Repeats:
+    """Exact repeats of a record (same uid, resourceVersion and event type), dropped as the bus drops them.
+
+    The bus stores a record once per `Nats-Msg-Id` `<uid>:<resourceVersion>:<type>`
+    within JetStream's duplicate window (`vcbus.bus.publisher`), so a log
+    published twice folds once; a file replay does the same. The window here is
+    the last `WINDOW` to 2 x `WINDOW` records (two generations of identities), so
+    memory stays bounded whatever the log's length; a merged replay
+    (`vcbus.logmerge`) holds every record anyway and drops every repeat.
+    """
+
+    WINDOW = 8192
+    __slots__ = ("current", "previous", "dropped")
+
+    def __init__(self) -> None:
+        # "<uid>\n<resourceVersion>\n<type>", as the bus's msg id (one small string per record: the
+        # record's own uid and resourceVersion strings are not kept alive)
+        self.current: set[str] = set()
+        self.previous: set[str] = set()
+        self.dropped = 0
+
+    def seen(self, uid: str, rv: str, rtype: str) -> bool:
+        """True for a repeat (counted); otherwise remember the record."""
+        ident = f"{uid}\n{rv}\n{rtype}"
+        if ident in self.current or ident in self.previous:
+            self.dropped += 1
+            return True
+        current = self.current
+        current.add(ident)
+        if len(current) >= self.WINDOW:
+            self.previous, self.current = current, set()
+        return False
+
+    def report(self, warn: Callable[[str], None]) -> None:
+        if self.dropped:
+            warn(
+                f"dropped {self.dropped} duplicate record(s): the same object, resourceVersion and event type twice"
+            )
 
 
 def replay_stream(stream: Iterable[bytes], source: str, **options) -> ReplayResult:
@@ -329,6 +378,8 @@ def _fold(
     stop_seq, stop_time = until.seq, until.time
     cut = stop_seq is not None or stop_time is not None  # until the loop reads to the end
     check = order is not None
+    repeats = Repeats()
+    repeat = repeats.seen
     last_kind = None
     # OrderCheck.check, inlined (it runs for every record): the highest resourceVersion, its kind,
     # and the highest among the other kinds
@@ -347,8 +398,11 @@ def _fold(
                     kinds[kind] = True
                 if kind is Job:
                     raw = data
+                meta = obj.metadata
+                rv = meta.resource_version
+                if rv and meta.uid and repeat(meta.uid, rv, decoded.type):  # type: ignore[attr-defined]
+                    continue  # an exact repeat, dropped as the bus drops it
                 if check and decoded.time is None:  # type: ignore[attr-defined]
-                    rv = obj.metadata.resource_version
                     if rv:
                         try:
                             n = int(rv)
@@ -375,7 +429,7 @@ def _fold(
                 warn(f"record {seq}: " + "; ".join(decoded.notes))  # type: ignore[attr-defined]
             if stop_time is not None and cls is not Ignored:
                 when = decoded.time or (  # type: ignore[attr-defined]
-                    engine._object_time(decoded.object) if cls is Observed else None  # type: ignore[attr-defined]
+                    object_time(decoded.object) if cls is Observed else None  # type: ignore[attr-defined]
                 )
                 if when and normalize(when) > stop_time:
                     break
@@ -389,12 +443,11 @@ def _fold(
                 warn(f"record {seq}: the engine state after it may be incomplete (this replay cannot start again)")
                 invalid(result, bad)
                 continue
-            if history:
-                for out in outs:
+            for out in outs:
+                cls = out.__class__
+                if history and cls not in NOT_FOR_HISTORY:
                     h_apply(out)
-                    s_apply(out)
-            else:
-                for out in outs:
+                if cls not in NOT_FOR_STATUS:
                     s_apply(out)
             if on_record is not None:
                 on_record(seq, outs)
@@ -413,7 +466,9 @@ def _fold(
             raise
         result.interrupted = True
         counts.ignored += engine.ignored
+        repeats.report(warn)
         return
+    repeats.report(warn)
     tail = engine.finish(stop_time) if stop_time is not None else []
     for out in tail + engine.final_divergences(cut=cut):
         h_apply(out)

@@ -21,10 +21,10 @@ import msgspec
 
 from statemachines import outputs as o
 from statemachines.engine import Engine
-from statemachines.objects import Job
-from statemachines.records import Observed, decode
-from statemachines.rendering import Renderer
-from statemachines.timefmt import fmt, parse
+from statemachines.manifests.renderer import Renderer
+from statemachines.model.objects import Job
+from statemachines.model.records import Observed, decode
+from statemachines.model.timefmt import fmt, parse
 
 _enc = msgspec.json.Encoder()
 
@@ -240,8 +240,8 @@ class SimCluster:
             if out.mark_out_of_sync:
                 pod["metadata"].setdefault("annotations", {})["volcano.sh/controller-out-of-sync"] = "true"
                 self._put("MODIFIED", "Pod", pod)
-            if "deletionTimestamp" not in pod["metadata"]:
-                pod["metadata"]["deletionTimestamp"] = self.now
+            if "deletionTimestamp" not in pod["metadata"]:  # as the API server sets it: now + the grace period
+                pod["metadata"]["deletionTimestamp"] = fmt(self.clock + 30)
                 pod["metadata"]["deletionGracePeriodSeconds"] = 30
                 self._put("MODIFIED", "Pod", pod)
                 self.deferred.append(pod)

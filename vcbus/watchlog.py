@@ -25,7 +25,8 @@ from typing import BinaryIO, Callable, Iterable, Iterator
 
 import msgspec
 
-from statemachines.records import Decoded, RecordError, decode, decode_replay
+from statemachines.model.records import Decoded, RecordError, decode
+from statemachines.model.replay_decode import decode_replay
 from vcbus import logforms
 from vcbus.errors import UserError
 
@@ -82,12 +83,15 @@ def read_records(stream: Iterable[bytes]) -> Iterator[RawRecord]:
         yield RawRecord(seq, block_line, block_offset, b"".join(block))
 
 
+READ_BUFFER = 1 << 20  # records are a few KB each: the default 8 KiB buffer reads the file in many syscalls
+
+
 def open_input(path: str) -> tuple[BinaryIO, str]:
     """The stream for FILE (`-` is stdin) and the name to use in messages."""
     if path == "-":
         return sys.stdin.buffer, "<stdin>"
     try:
-        return open(path, "rb"), path  # noqa: SIM115 - closed by the caller
+        return open(path, "rb", buffering=READ_BUFFER), path  # noqa: SIM115 - closed by the caller
     except FileNotFoundError:
         raise UserError(f"{path}: no such file") from None
     except IsADirectoryError:

@@ -5,7 +5,7 @@ Volcano: `pkg/controllers/job/state/aborted.go`. Other actions still kill
 """
 
 from statemachines.job.handling import DEFAULT, Handling, PodOp, Retain
-from statemachines.vocabulary import Action, Phase
+from statemachines.model.vocabulary import Action, Phase
 
 PHASE = Phase.ABORTED
 

@@ -4,7 +4,7 @@ Volcano: `pkg/controllers/job/state/aborting.go`.
 """
 
 from statemachines.job.handling import DEFAULT, Handling, PodOp, Retain
-from statemachines.vocabulary import Action, Phase
+from statemachines.model.vocabulary import Action, Phase
 
 PHASE = Phase.ABORTING
 

@@ -17,9 +17,12 @@ policy matched), so the common path pays nothing.
 
 from __future__ import annotations
 
+from typing import Any
+
 from statemachines.job.handling import Check, task_min, total_replicas
-from statemachines.objects import Job, LifecyclePolicy
-from statemachines.vocabulary import Event
+from statemachines.model.objects import Job, LifecyclePolicy
+from statemachines.model.vocabulary import Event
+from statemachines.timers.rules import Timer
 
 
 def _policy_content(policy: LifecyclePolicy) -> str:
@@ -134,3 +137,34 @@ def combine(guard: str, request: str) -> str:
     if guard and request:
         return f"{guard}; on {request}"
     return guard or request
+
+
+def phase_cause(why: object, entry: Any, guard: str, *, spec_changed: bool) -> str:
+    """`PhaseChanged.cause`: the guard that held and the request being executed (`why`), in words.
+
+    `why` is what the worker is executing: a (Request, Resolution) pair, a fired
+    `Timer`, or a text (statemachines/worker.py); `entry` is the job's aggregate."""
+    if isinstance(why, Timer):
+        request = (
+            f"timeout expired: {request_text(why.event, why.task, why.pod, 0)}, "
+            f"policy {policy_text(entry.job, why.policy) or why.policy}"
+        )
+    elif isinstance(why, str):
+        request = why
+    elif isinstance(why, tuple):
+        req, res = why
+        if req.source == "command":
+            request = f"command {req.action}"
+        elif req.source == "self":
+            request = ""  # the pass after our own status write: the guard says it all
+        elif req.source == "podgroup":
+            request = f"PodGroup {entry.pg.name} phase changed to {entry.pg.phase}" if entry.pg else ""
+        elif req.source == "job":
+            request = "job spec changed" if spec_changed else ""
+        else:
+            request = request_text(req.event, req.task, req.pod, req.exit_code)
+            if res.policy != "default":
+                request += f", policy {policy_text(entry.job, res.policy) or res.policy}"
+    else:
+        request = ""
+    return combine(guard, request)

@@ -12,7 +12,7 @@ from transitions.extensions import GraphMachine
 
 from statemachines.job.handling import DEFAULT
 from statemachines.job.machine import HANDLERS, all_transitions
-from statemachines.vocabulary import Action, Phase
+from statemachines.model.vocabulary import Action, Phase
 
 
 class _Model:

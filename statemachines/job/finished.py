@@ -5,7 +5,7 @@ Volcano: `pkg/controllers/job/state/finished.go`.
 """
 
 from statemachines.job.handling import DEFAULT, Handling, PodOp, Retain
-from statemachines.vocabulary import Phase
+from statemachines.model.vocabulary import Phase
 
 PHASES = (Phase.COMPLETED, Phase.TERMINATED, Phase.FAILED)
 

@@ -17,8 +17,8 @@ from typing import Callable
 
 from msgspec import Struct
 
-from statemachines.objects import JobSpec
-from statemachines.status import JobStatus
+from statemachines.model.objects import JobSpec
+from statemachines.model.status import JobStatus
 
 
 class PodOp(enum.StrEnum):

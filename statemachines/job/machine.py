@@ -22,7 +22,7 @@ from transitions import Machine, MachineError
 
 from statemachines.job import aborted, aborting, completing, finished, pending, restarting, running, terminating
 from statemachines.job.handling import DEFAULT, GUARDS, Check, Handling
-from statemachines.vocabulary import Phase
+from statemachines.model.vocabulary import Phase
 
 PHASE_MODULES = (pending, running, restarting, aborting, aborted, completing, terminating)
 
@@ -108,8 +108,11 @@ def fire_why(phase: str, trigger: str, check: Check) -> tuple[str | None, tuple[
     rows = GRAPH.get((phase, trigger))
     if rows is None:
         raise IllegalTransition(phase, trigger)
-    for dest, guards in rows:
-        if all(fn(check) == want for fn, want in guards):
+    for dest, guards in rows:  # `fire`'s loop, unrolled: this runs on every sync
+        for fn, want in guards:
+            if fn(check) != want:
+                break
+        else:
             return dest, guards
     return None, ()
 

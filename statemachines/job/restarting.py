@@ -5,7 +5,7 @@ status function; Abort, Terminate and Complete only kill pods again here.
 """
 
 from statemachines.job.handling import DEFAULT, Handling, PodOp, Retain
-from statemachines.vocabulary import Action, Phase
+from statemachines.model.vocabulary import Action, Phase
 
 PHASE = Phase.RESTARTING
 

@@ -6,7 +6,7 @@ the first that holds wins.
 """
 
 from statemachines.job.handling import DEFAULT, Handling, PodOp, Retain
-from statemachines.vocabulary import Action, Phase
+from statemachines.model.vocabulary import Action, Phase
 
 PHASE = Phase.RUNNING
 

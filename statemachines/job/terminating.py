@@ -4,7 +4,7 @@ Volcano: `pkg/controllers/job/state/terminating.go`.
 """
 
 from statemachines.job.handling import DEFAULT, Handling, PodOp, Retain
-from statemachines.vocabulary import Phase
+from statemachines.model.vocabulary import Phase
 
 PHASE = Phase.TERMINATING
 

@@ -4,7 +4,7 @@ A Volcano job plugin has four hooks (OnPodCreate, OnJobAdd, OnJobUpdate,
 OnJobDelete). Upstream they call the API server directly; here they are pure:
 
 - `on_pod_create(pod, job)` edits a pod manifest that the caller owns (a fresh
-  copy made by `statemachines.pods.build_pod`);
+  copy made by `statemachines.manifests.pod.build_pod`);
 - `on_job_add/update/delete(job, controlled)` return a list of *effects*
   (`ApplyObject`, `DeleteObject`) and edit `controlled`, the caller's copy of
   `status.controlledResources`.

@@ -27,6 +27,8 @@ command patches queue metadata or spec); a request that would fail and be retrie
 (opening under a closed parent, an invalid state) records Volcano's final Warning event
 at once instead of after `--max-requeue-num` retries; a missing parent skips the
 hierarchy check instead of retrying it.
+
+Each queue's PodGroups and their counts by phase are kept in `podgroups.py`.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from collections import deque
 from typing import Any
 
 from statemachines import outputs as o
-from statemachines.objects import Command, PodGroup, Queue
+from statemachines.model.objects import Command, PodGroup, Queue
 from statemachines.queues.machine import (
     CLOSE_QUEUE,
     CLOSED_OR_CLOSING,
@@ -50,6 +52,7 @@ from statemachines.queues.machine import (
     handling,
     trigger_of,
 )
+from statemachines.queues.podgroups import COUNT_FIELDS, QueuePodGroups
 
 QUEUE_API_VERSION = "scheduling.volcano.sh/v1beta1"
 CLOSED_BY_PARENT = "volcano.sh/closed-by-parent"
@@ -57,10 +60,6 @@ ROOT = "root"
 COMPONENT = "vc-controller-manager"
 OUT_OF_SYNC = "OutOfSync"
 COMMAND_ISSUED = "CommandIssued"
-COUNTED = ("Pending", "Running", "Inqueue", "Unknown", "Completed")
-COUNT_FIELDS = ("pending", "running", "inqueue", "unknown", "completed")
-_INDEX = {phase: i for i, phase in enumerate(COUNTED)}
-ZERO = (0, 0, 0, 0, 0)
 MAX_TRAIL = 32  # our writes not yet seen back; older ones are forgotten
 MAX_REQUESTS = 10_000  # per record: a cycle in the hierarchy must not hang the fold
 
@@ -104,10 +103,7 @@ class QueueController:
     def __init__(self, host: Any) -> None:
         self.host = host
         self.queues: dict[str, QueueEntry] = {}
-        self.members: dict[str, set[str]] = {}  # queue -> PodGroup keys (Volcano's c.podGroups)
-        self.counts: dict[str, list[int]] = {}  # queue -> counts of its members by phase
-        self.pg_phase: dict[str, str] = {}  # PodGroup key -> status.phase (Volcano's lister)
-        self.pg_queues: dict[str, set[str]] = {}  # PodGroup key -> the queues listing it
+        self.podgroups = QueuePodGroups()  # each queue's PodGroups and their counts by phase
         self.consumed: set[str] = set()  # Command uids already consumed
         self._requests: deque[tuple[str, str, str]] = deque()
         self._draining = False
@@ -137,9 +133,7 @@ class QueueController:
         name = meta.name
         if rtype == "DELETED":
             self.queues.pop(name, None)
-            for key in self.members.pop(name, ()):  # deleteQueue forgets the queue's PodGroups
-                self.pg_queues.get(key, set()).discard(name)
-            self.counts.pop(name, None)
+            self.podgroups.forget_queue(name)  # deleteQueue forgets the queue's PodGroups
             return
         recorded = recorded_status(q)
         entry = self.queues.get(name)
@@ -169,16 +163,17 @@ class QueueController:
         meta = pg.metadata
         key = f"{meta.namespace}/{meta.name}"
         queue = pg.spec.queue
+        podgroups = self.podgroups
         if rtype == "DELETED":
-            self._forget_podgroup(key)
+            podgroups.forget(key)
             self.request(queue, SYNC_QUEUE, OUT_OF_SYNC)
             return
         phase = pg.status.phase
-        old = self.pg_phase.get(key)
+        old = podgroups.phase.get(key)
         if old is not None and rtype == "MODIFIED" and old == phase:
             return  # updatePodGroup: only a phase change counts
-        self._set_phase(key, phase)
-        self._list(queue, key)
+        podgroups.set_phase(key, phase)
+        podgroups.add(queue, key)
         self.request(queue, SYNC_QUEUE, OUT_OF_SYNC)
 
     def command(self, rtype: str, cmd: Command) -> None:
@@ -194,42 +189,6 @@ class QueueController:
         target = cmd.target.name  # type: ignore[union-attr]
         self.emit(o.DeleteBusCommand, target, name=meta.name, namespace=meta.namespace)
         self.request(target, cmd.action, COMMAND_ISSUED)
-
-    # ------------------------------------------------------------------ PodGroup bookkeeping
-
-    def _set_phase(self, key: str, phase: str) -> None:
-        old = self.pg_phase.get(key)
-        self.pg_phase[key] = phase
-        for queue in self.pg_queues.get(key, ()):
-            self._count(queue, old, -1)
-            self._count(queue, phase, +1)
-
-    def _list(self, queue: str, key: str) -> None:
-        listed = self.pg_queues.setdefault(key, set())
-        if queue in listed:
-            return
-        listed.add(queue)
-        self.members.setdefault(queue, set()).add(key)
-        self._count(queue, self.pg_phase.get(key), +1)
-
-    def _forget_podgroup(self, key: str) -> None:
-        phase = self.pg_phase.pop(key, None)
-        for queue in self.pg_queues.pop(key, ()):
-            self.members.get(queue, set()).discard(key)
-            self._count(queue, phase, -1)
-
-    def _count(self, queue: str, phase: str | None, delta: int) -> None:
-        i = _INDEX.get(phase) if phase is not None else None
-        if i is not None:
-            counts = self.counts.setdefault(queue, [0, 0, 0, 0, 0])
-            counts[i] += delta
-
-    def podgroups_of(self, queue: str) -> int:
-        return len(self.members.get(queue, ()))
-
-    def counts_of(self, queue: str) -> tuple[int, ...]:
-        counts = self.counts.get(queue)
-        return tuple(counts) if counts is not None else ZERO
 
     # ------------------------------------------------------------------ the worker (queue_controller.go)
 
@@ -296,8 +255,8 @@ class QueueController:
 
     def _sync(self, entry: QueueEntry, trigger: str) -> None:
         name = entry.name
-        state = fire(entry.state, trigger, Check(self.podgroups_of(name)))
-        self._write(entry, state, self.counts_of(name), SYNC_QUEUE)
+        state = fire(entry.state, trigger, Check(self.podgroups.podgroups_of(name)))
+        self._write(entry, state, self.podgroups.counts_of(name), SYNC_QUEUE)
         self._sync_hierarchy(entry)
 
     def _open(self, entry: QueueEntry, action: str, event: str) -> None:
@@ -319,7 +278,7 @@ class QueueController:
             for child in self._children(name):
                 if child.closed_by_parent:
                     self.request(child.name, OPEN_QUEUE, "")
-        state = fire(entry.state, OPEN_QUEUE, Check(self.podgroups_of(name)))
+        state = fire(entry.state, OPEN_QUEUE, Check(self.podgroups.podgroups_of(name)))
         self._write(entry, state, None, FN_OPEN)
         entry.closed_by_parent = False
 
@@ -332,7 +291,7 @@ class QueueController:
                 if child.state not in CLOSED_OR_CLOSING:
                     child.closed_by_parent = True
                     self.request(child.name, CLOSE_QUEUE, "")
-        state = fire(entry.state, CLOSE_QUEUE, Check(self.podgroups_of(name)))
+        state = fire(entry.state, CLOSE_QUEUE, Check(self.podgroups.podgroups_of(name)))
         if self._write(entry, state, None, FN_CLOSE):
             self.record_event(name, CLOSE_QUEUE, "Close queue succeed")
 

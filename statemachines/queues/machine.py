@@ -31,7 +31,7 @@ from typing import Callable
 from msgspec import Struct
 from transitions import Machine, MachineError
 
-from statemachines.vocabulary import Action
+from statemachines.model.vocabulary import Action
 
 OPEN = "Open"
 CLOSING = "Closing"

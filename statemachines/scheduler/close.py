@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from statemachines.scheduler import objects as o
-from statemachines.scheduler.fiterrors import ALL_NODES_UNAVAILABLE, job_fit_error, task_reason
+from statemachines.scheduler.fiterrors import ALL_NODES_UNAVAILABLE
 from statemachines.scheduler.framework import Session
 from statemachines.scheduler.model import (
     ALLOCATED,
@@ -27,6 +27,7 @@ from statemachines.scheduler.model import (
     RUNNING,
     condition_dump,
 )
+from statemachines.scheduler.reasons import job_fit_error, task_reason
 from statemachines.scheduler.resources import Res, quantities_key, to_quantities
 from statemachines.scheduler.state import JobState
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from statemachines.scheduler.config import PluginOption, SchedulerConfig
-from statemachines.scheduler.model import Snapshot
+from statemachines.scheduler.snapshot import Snapshot
 from statemachines.scheduler.resources import Res
 from statemachines.scheduler.accounting import NodeState, QueueState
 from statemachines.scheduler.state import JobState, TaskState

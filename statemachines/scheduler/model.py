@@ -1,6 +1,6 @@
 """The scheduler cache's facts: one immutable record per node, queue, PodGroup, pod and
-priority class, computed once when its watch record is folded, and the `Snapshot` a
-session starts from.
+priority class, computed once when its watch record is folded (the `Snapshot` a session
+starts from is `statemachines.scheduler.snapshot`).
 
 Facts are never mutated after construction (by convention; they are `__slots__` classes
 for speed), so a snapshot is a set of shallow dict copies and a session keeps its own
@@ -11,13 +11,10 @@ is derived here, once.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from statemachines.scheduler import objects as o
 from statemachines.scheduler.resources import PODS, Res, from_resource_list, quantities_key
-
-if TYPE_CHECKING:
-    from statemachines.scheduler.tasks import TaskFact
 
 GROUP_NAME = "scheduling.k8s.io/group-name"
 TASK_SPEC = "volcano.sh/task-spec"
@@ -263,38 +260,3 @@ def _res_dump(res: Res) -> dict[str, float]:
     out = {"cpu": res.cpu, "memory": res.mem}
     out.update(sorted(res.sc.items()))
     return out
-
-
-class Snapshot:
-    """What a session starts from: the cache's facts at a cut (shallow copies; facts are immutable).
-
-    `emitted` is the scheduler's memory of what it last told the cluster per object
-    (events, pod conditions), so a session repeats nothing; `bound` lists pods vcbus bound
-    that the log now shows on their node (PodBound is due)."""
-
-    __slots__ = ("nodes", "queues", "groups", "tasks", "priority_classes", "default_priority", "emitted", "bound", "time", "seq")
-
-    def __init__(
-        self,
-        *,
-        nodes: dict[str, NodeFact],
-        queues: dict[str, QueueFact],
-        groups: dict[str, GroupFact],
-        tasks: dict[str, TaskFact],
-        priority_classes: dict[str, int],
-        default_priority: int = 0,
-        emitted: dict[str, tuple] | None = None,
-        bound: dict[str, str] | None = None,
-        time: str = "",
-        seq: int = 0,
-    ) -> None:
-        self.nodes = nodes
-        self.queues = queues
-        self.groups = groups
-        self.tasks = tasks
-        self.priority_classes = priority_classes
-        self.default_priority = default_priority
-        self.emitted = emitted if emitted is not None else {}
-        self.bound = bound if bound is not None else {}
-        self.time = time
-        self.seq = seq

@@ -14,7 +14,7 @@ from typing import Any, Union
 import msgspec
 from msgspec import Struct
 
-from statemachines.records import RecordError
+from statemachines.model.records import RecordError
 
 Quantities = dict[str, Union[str, int, float]]
 

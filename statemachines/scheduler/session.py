@@ -17,9 +17,11 @@ from statemachines.scheduler import close
 from statemachines.scheduler.actions import allocate, backfill, enqueue, preempt, reclaim
 from statemachines.scheduler.config import SchedulerConfig
 from statemachines.scheduler.framework import Session
-from statemachines.scheduler.model import COMPLETED_STATUS, Snapshot
+from statemachines.scheduler.model import COMPLETED_STATUS
 from statemachines.scheduler.plugins import OPENERS
+from statemachines.scheduler.reasons import job_fit_error
 from statemachines.scheduler.reports import JobReport, job_report
+from statemachines.scheduler.snapshot import Snapshot
 from statemachines.scheduler.accounting import NodeState, QueueState
 from statemachines.scheduler.state import JobState, TaskState
 
@@ -194,7 +196,7 @@ def _close(ssn: Session) -> SessionResult:
                                                     reason=new_unschedulable.reason, message=new_unschedulable.message))
         for event_type, reason, message in session_events.get(job.key, ()):
             _event(outputs, emitted, job, "enqueue", event_type, reason, message, seq, time)
-        fit_error = close.job_fit_error(job)
+        fit_error = job_fit_error(job)
         if job.phase in ("Pending", "Inqueue", "Unknown"):
             message = f"{job.count('Pending')}/{len(job.tasks)} tasks in gang unschedulable: {fit_error}"
             _event(outputs, emitted, job, "gang", "Warning", close.UNSCHEDULABLE, message, seq, time)

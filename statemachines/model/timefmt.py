@@ -10,18 +10,29 @@ two of them compare correctly as strings.
 from __future__ import annotations
 
 import datetime as _dt
-import re
+
+from statemachines.model.durations import duration_seconds
 
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 ZERO_TIME = "1970-01-01T00:00:00Z"
 
 
+_parsed: dict[str, int] = {}  # timestamps repeat a lot in a log: each is parsed once (bounded)
+
+
 def parse(ts: str) -> int:
     """Seconds since the epoch of an RFC 3339 timestamp (fractions dropped)."""
+    seconds = _parsed.get(ts)
+    if seconds is not None:
+        return seconds
     t = _dt.datetime.fromisoformat(ts.replace("Z", "+00:00") if ts.endswith("Z") else ts)
     if t.tzinfo is None:
         t = t.replace(tzinfo=_dt.timezone.utc)
-    return int((t - _EPOCH).total_seconds() // 1)
+    seconds = int((t - _EPOCH).total_seconds() // 1)
+    if len(_parsed) >= 65536:
+        _parsed.clear()
+    _parsed[ts] = seconds
+    return seconds
 
 
 def fmt(seconds: int) -> str:
@@ -36,29 +47,30 @@ def normalize(ts: str) -> str:
     return fmt(parse(ts))
 
 
-_GO_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
-_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
 def parse_duration(text: str) -> float:
-    """Seconds of a Go duration string such as `1m30s` or `500ms`."""
-    if text in ("0", ""):
-        return 0.0
-    pos, total = 0, 0.0
-    sign = -1.0 if text.startswith("-") else 1.0
-    body = text.lstrip("+-")
-    for m in _GO_DURATION.finditer(body):
-        if m.start() != pos:
-            raise ValueError(f"invalid duration {text!r}")
-        total += float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
-        pos = m.end()
-    if pos != len(body) or pos == 0:
-        raise ValueError(f"invalid duration {text!r}")
-    return sign * total
+    """Seconds of a Go duration string such as `1m30s` or `500ms`: Go's `time.ParseDuration`.
+
+    The one parser of admission and engine (`statemachines.model.durations`): `soon`,
+    `""` and `99999999999h` (beyond int64 nanoseconds) raise DurationError, a ValueError.
+    """
+    return duration_seconds(text)
+
+
+_durations: dict[float, str] = {}  # a log's running durations repeat: each is formatted once (bounded)
 
 
 def go_duration(seconds: float) -> str:
     """Format seconds as Go's `time.Duration.String()` does (`1h2m3s`, `0s`, `1.5s`)."""
+    text = _durations.get(seconds)
+    if text is None:
+        text = _go_duration(seconds)
+        if len(_durations) >= 4096:
+            _durations.clear()
+        _durations[seconds] = text
+    return text
+
+
+def _go_duration(seconds: float) -> str:
     if seconds == 0:
         return "0s"
     sign = "-" if seconds < 0 else ""

@@ -23,16 +23,26 @@ class OwnerReference(Struct, frozen=True, rename="camel", gc=False):
     controller: bool | None = None
 
 
+class ManagedFieldsEntry(Struct, frozen=True, rename="camel", gc=False):
+    """Only the time of a server-side-apply entry: the API server stamps it on every write."""
+
+    time: str | None = None
+
+
 class Meta(Struct, frozen=True, rename="camel", gc=False):
     name: str = ""
     namespace: str = ""
     uid: str = ""
     resource_version: str = ""
     creation_timestamp: str | None = None
+    # deletionTimestamp is when the deletion was asked for *plus* the grace period: a future time
+    # while the object terminates (statemachines.model.record_time.object_time subtracts it)
     deletion_timestamp: str | None = None
+    deletion_grace_period_seconds: int | None = None
     labels: dict[str, str] | None = None
     annotations: dict[str, str] | None = None
     owner_references: list[OwnerReference] | None = None
+    managed_fields: list[ManagedFieldsEntry] | None = None
 
 
 # ---------------------------------------------------------------- vcjob

@@ -3,8 +3,8 @@
 Replaying a log needs only the decisions; the cluster side needs the objects.
 An `Engine(render_pod=r.pod, render_podgroup=r.podgroup)` with a `Renderer`
 fills every CreatePod with the pod the controller would create (§6.2 plus the
-plugins' OnPodCreate, `statemachines.pods.build_pod`) and every CreatePodGroup
-with its PodGroup (`statemachines.podgroup.build_podgroup`). The job manifest
+plugins' OnPodCreate, `statemachines.manifests.pod.build_pod`) and every CreatePodGroup
+with its PodGroup (`statemachines.manifests.podgroup.build_podgroup`). The job manifest
 comes from the raw watch record the engine kept; it is decoded once per record.
 Pure: the same record and status give the same manifest.
 
@@ -20,9 +20,9 @@ from typing import Any
 
 import msgspec
 
-from statemachines.podgroup import build_podgroup
-from statemachines.pods import build_pod, mark_forwarding
-from statemachines.status import JobStatus
+from statemachines.manifests.pod import build_pod, mark_forwarding
+from statemachines.manifests.podgroup import build_podgroup
+from statemachines.model.status import JobStatus
 
 _record = msgspec.json.Decoder()
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from msgspec import Struct
 
-from statemachines.vocabulary import INTERNAL_ACTIONS, Action, Event
+from statemachines.model.vocabulary import INTERNAL_ACTIONS, Action, Event
 
 
 class Timer(Struct):

@@ -27,12 +27,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from statemachines.admission.mutate import DEFAULT_SCHEDULER, mutate_job
+from statemachines.manifests.pod import build_pod, claim_names, mark_forwarding
+from statemachines.manifests.podgroup import build_podgroup
 from statemachines.plugins import ApplyObject, on_job_add
 from statemachines.plugins.base import owner_reference
 from statemachines.plugins.ssh import fill_ssh_keys
 from statemachines.plugins.status_mounter import NAME as STATUS_MOUNTER, status_mounter_configmap
-from statemachines.podgroup import build_podgroup
-from statemachines.pods import build_pod, claim_names, mark_forwarding
 
 RENDER_NAMESPACE = "urn:vcbus:render"
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import msgspec
 from msgspec import Struct
 
-from statemachines.vocabulary import Phase
+from statemachines.model.vocabulary import Phase
 
 
 class JobState(Struct, rename="camel", omit_defaults=True, gc=False):
@@ -68,17 +68,22 @@ def set_transition(status: JobStatus, now: str) -> None:
 
 def set_counts(status: JobStatus, per_task: dict[str, dict[str, int]]) -> None:
     """Totals and taskStatusCount from per-task phase counters ("Unknown" for any other phase)."""
-    pending = running = succeeded = failed = unknown = 0
-    for counter in per_task.values():
-        pending += counter.get("Pending", 0)
-        running += counter.get("Running", 0)
-        succeeded += counter.get("Succeeded", 0)
-        failed += counter.get("Failed", 0)
-        unknown += counter.get("Unknown", 0)
-    status.pending, status.running, status.succeeded = pending, running, succeeded
-    status.failed, status.unknown = failed, unknown
+    if not per_task:  # a kill's counts: all zero
+        status.pending = status.running = status.succeeded = status.failed = status.unknown = 0
+        status.task_status_count = None
+        return
+    totals = dict.fromkeys(_COUNTED, 0)
+    for counter in per_task.values():  # a counter usually holds one or two phases
+        for phase, n in counter.items():
+            if phase in totals:
+                totals[phase] += n
+    status.pending, status.running, status.succeeded = totals["Pending"], totals["Running"], totals["Succeeded"]
+    status.failed, status.unknown = totals["Failed"], totals["Unknown"]
     # An empty map is left out of the JSON, so it reads back as nil (docs/fidelity.md).
-    status.task_status_count = {t: {"phase": c} for t, c in per_task.items()} or None
+    status.task_status_count = {t: {"phase": c} for t, c in per_task.items()}
+
+
+_COUNTED = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
 
 
 def initial_status(min_available: int, now: str) -> JobStatus:

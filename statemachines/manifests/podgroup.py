@@ -20,8 +20,8 @@ from typing import Any
 
 from statemachines.admission.quantity import Quantity, add_lists, parse_list, print_list
 from statemachines.admission.resources import pod_quota_usage
+from statemachines.manifests.pod import PARTITION_ID_KEY, group_name
 from statemachines.plugins.base import TASK_SPEC_KEY, owner_reference
-from statemachines.pods import PARTITION_ID_KEY, group_name
 
 
 def min_task_member(task: dict[str, Any]) -> int:

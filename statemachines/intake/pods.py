@@ -1,0 +1,118 @@
+"""Pod records (§4.2): the job's pod cache and task counts updated, then updatePod's request.
+
+A pod belongs to the job its labels and annotations name (`pod_identity`);
+others are ignored. Its cached state (`PodState`) is refreshed, the task's
+counts follow, and the task machine steps when they moved
+(statemachines/task/handlers.py); TaskCompleted and TaskFailed come from that
+step. The request carries Volcano's event for the change (PodPending,
+PodRunning, PodFailed with the exit code, PodEvicted, OutOfSync...).
+A pod above vcbus's job version makes vcbus follow that version.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from statemachines.cache import OUT_OF_SYNC, PARTITION_ID, JobEntry, PodState, first_exit_code, pod_identity
+from statemachines.following import follow_version
+from statemachines.intake.jobs import forget_if_empty
+from statemachines.model.objects import Pod
+from statemachines.model.vocabulary import Event
+from statemachines.policies import Request
+from statemachines.task.handlers import step_task
+from statemachines.task.machine import POD_SUCCEEDED, POD_UPDATED, PODS_CHANGED
+from statemachines.worker import handle
+
+_QUIET_TASK_PHASES = (None, "Pending", "Running")  # task phases in which retries_exhausted does not hold
+
+
+def on_pod(engine: Any, rtype: str, pod: Pod) -> None:
+    ident = pod_identity(pod)
+    if ident is None:
+        engine.ignored += 1
+        return
+    meta = pod.metadata
+    entry = engine.entry(meta.namespace, ident.job_name)
+    cached = entry.find_pod(ident.task, meta.name)
+    req = Request(
+        task=ident.task,
+        pod=meta.name,
+        pod_uid=meta.uid,
+        job_uid=ident.job_uid,
+        job_version=ident.version,
+        source="pod",
+    )
+    if rtype == "DELETED":
+        gone = entry.drop_pod(ident.task, meta.name)
+        if entry.job is None:  # the job is gone: nothing to decide, maybe nothing left to hold
+            forget_if_empty(engine, entry)
+            return
+        step_task(engine, entry, ident.task, PODS_CHANGED, meta.name)
+        req.partition = gone.partition if gone is not None else (meta.labels or {}).get(PARTITION_ID, "")
+        if gone is None or gone.out_of_sync or OUT_OF_SYNC in (meta.annotations or {}):
+            req.event = Event.OUT_OF_SYNC
+        else:
+            req.event = Event.POD_EVICTED
+    else:
+        fresh = cached is None or (cached.uid and cached.uid != meta.uid)
+        if fresh:
+            cached = PodState(meta.name, ident.task)
+            entry.put_pod(cached)  # counted as it starts (Pending, no restarts); a replaced one's taken out
+            old_phase = ""
+        elif not cached.observed:
+            old_phase = ""  # only our own CreatePod so far
+        else:
+            if rtype == "MODIFIED" and cached.resource_version == meta.resource_version:
+                return  # an informer resync: ignored, as Volcano does
+            old_phase = cached.phase
+        phase0, restarts0, flagged0 = cached.phase, cached.restarts, cached.deleting or cached.out_of_sync
+        cached.refresh(pod, ident.version)
+        # the task counts follow the refresh (statemachines/task/counts.py)
+        changed = (phase0 != cached.phase or restarts0 != cached.restarts
+                   or flagged0 != (cached.deleting or cached.out_of_sync))
+        if changed:
+            entry.tasks.recount(cached, phase0, restarts0, flagged0)
+        counted = not (fresh or changed)  # the task's counts are what its last step saw
+        req.partition = cached.partition
+        if ident.version > (entry.status.version if entry.status is not None else ident.version):
+            follow_version(entry, ident.version)
+        if rtype == "ADDED":
+            if not counted:
+                step_task(engine, entry, ident.task, PODS_CHANGED, meta.name)
+            req.event = Event.OUT_OF_SYNC if cached.out_of_sync else Event.POD_PENDING
+        else:
+            req.event = update_event(engine, entry, cached, old_phase, counted)
+            if req.event == Event.POD_FAILED:
+                req.exit_code = first_exit_code(pod)
+    handle(engine, entry, req)
+
+
+def update_event(engine: Any, entry: JobEntry, pod: PodState, old_phase: str, counted: bool) -> str:
+    """updatePod's event; TaskCompleted and TaskFailed come from the task machine's transition.
+
+    `counted`: the change left the task's counts as they were. The task's phase, derived
+    from them, cannot move then; and unless it is Completed or Failed no TaskFailed row
+    can fire either (had `retries_exhausted` held, the phase would be one of those). Such
+    a step is skipped: it would change nothing."""
+    phase = pod.phase
+    if phase == "Succeeded" and old_phase != "Succeeded":
+        trigger = POD_SUCCEEDED
+    elif old_phase == phase and (phase == "Running" or phase == "Pending"):
+        trigger = POD_UPDATED
+    else:
+        trigger = PODS_CHANGED
+    if counted and (trigger == PODS_CHANGED or entry.tasks.phases.get(pod.task) in _QUIET_TASK_PHASES):
+        task_event = None
+    else:
+        task_event = step_task(engine, entry, pod.task, trigger, pod.name)
+    if pod.out_of_sync:
+        return Event.OUT_OF_SYNC
+    if phase == "Failed":
+        return Event.POD_FAILED if old_phase != "Failed" else Event.OUT_OF_SYNC
+    if phase == "Succeeded":
+        return task_event or Event.OUT_OF_SYNC
+    if phase == "Running":
+        return Event.POD_RUNNING if old_phase != "Running" else task_event or Event.OUT_OF_SYNC
+    if phase == "Pending":
+        return Event.POD_PENDING if old_phase != "Pending" else task_event or Event.OUT_OF_SYNC
+    return Event.OUT_OF_SYNC

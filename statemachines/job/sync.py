@@ -1,0 +1,230 @@
+"""syncJob (§6): the pod work behind SyncJob, in any phase, then the phase's status function.
+
+`sync_job` reads the cache entry, emits the commands that carry the work out
+(CreatePod, DeletePod, PodGroup commands, UpdateJobStatus...), records those
+writes in the cache at once, and applies the phase's status function
+(`writes.py`). `ctx` is the engine, seen through `context.JobContext`: it
+provides `now`, `emit()` and the job-independent knowledge (queues, the pod
+renderer). killJob and killTarget are in `kill.py`.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from statemachines import outputs as o
+from statemachines.cache import JobEntry, PodState
+from statemachines.job.context import JobContext
+from statemachines.job.handling import Handling
+from statemachines.job.podnames import LAZY_FROM, PodNames
+from statemachines.job.writes import (
+    bookkeep_plugins,
+    bookkeep_volumes,
+    ensure_podgroup,
+    last_retry_spent,
+    spec_facts,
+    status_function,
+    write_status,
+)
+from statemachines.model.objects import TaskSpec
+from statemachines.model.status import POD_PHASES, JobStatus, copy_status, set_counts, set_transition
+from statemachines.model.vocabulary import Phase
+from statemachines.task.handlers import step_task
+from statemachines.task.machine import PODS_CHANGED
+
+
+class SyncError(Exception):
+    """The sync cannot proceed (Volcano would retry and finally force TerminateJob)."""
+
+
+def sync_job(ctx: JobContext, entry: JobEntry, handling: Handling, action: str) -> None:
+    job = entry.job
+    assert job is not None and entry.status is not None
+    if job.metadata.deletion_timestamp is not None:
+        return
+    if not ctx.queue_exists(job.spec.queue):
+        raise SyncError(f'queues.scheduling.volcano.sh "{job.spec.queue}" not found')
+    facts = spec_facts(entry)
+    plugins = facts.plugins
+    status = entry.status  # copied before anything changes it (emitted outputs hold it)
+    if status.state.phase in ("", Phase.PENDING):
+        status = copy_status(status)
+        if status.state.phase == "":
+            status.state.phase = Phase.PENDING
+            status.min_available = job.spec.min_available
+            set_transition(status, ctx.now)
+            write_status(ctx, entry, status, action, "new job: first sync")
+            status = copy_status(status)
+        if plugins:
+            resources = status.controlled_resources or {}
+            added = stale = False
+            for key, name in facts.plugin_resources:
+                have = resources.get(key)
+                if have is None:
+                    added = True
+                elif have != name:
+                    stale = True
+            if added or stale:  # else booking them again would leave an equal map
+                bookkeep_plugins(status, plugins, add=True)
+            if added:  # OnJobAdd runs on every Pending sync; it only creates what is missing
+                ctx.emit(o.PluginHook, entry, hook="OnJobAdd", plugins=plugins)
+        bookkeep_volumes(ctx, entry, status)
+        pg = entry.pg
+        if pg is None or pg.spec is not facts.wanted:  # else it is the one this spec asked for
+            ensure_podgroup(ctx, entry)
+    else:
+        if plugins and ctx.spec_changed:  # OnJobUpdate only has work when the spec changed
+            ctx.emit(o.PluginHook, entry, hook="OnJobUpdate", plugins=plugins)
+        pg = entry.pg
+        if pg is not None and pg.spec is facts.wanted:
+            pass  # the PodGroup is the one this spec asked for: nothing to create or update
+        elif not last_retry_spent(entry, status, handling):
+            ensure_podgroup(ctx, entry)
+
+    pg = entry.pg
+    if pg is None or pg.phase in ("", "Pending"):
+        baseline = status
+        status = copy_status(status)
+        guard = status_function(entry, status, handling)
+        if status == baseline:
+            return
+        set_transition(status, ctx.now)
+        write_status(ctx, entry, status, action, guard)
+        return
+
+    # Pod reconciliation (§6.1 step 8): count the expected pods, find missing and surplus ones.
+    terminating = 0
+    per_task: dict[str, dict[str, int]] = {}
+    to_create: list[tuple[TaskSpec, int, str]] = []
+    to_delete: list[tuple[PodState, str]] = []
+    expected_names = expected_pod_names(entry)
+    book = entry.tasks.counts
+    for task in job.spec.tasks:
+        names, name_set = expected_names[task.name]
+        pods = entry.pods.get(task.name)
+        if not pods:
+            to_create.extend((task, i, n) for i, n in enumerate(names))
+            continue
+        counts = book.get(task.name)
+        if counts is not None and not counts.flagged and pods.keys() == name_set:
+            # exactly the expected pods, none deleting or out of sync: the task's counts say it all
+            counter = counts.by_phase(pods)
+            if counter:
+                per_task[task.name] = counter
+            continue
+        counter = {}
+        found = 0
+        for pod_name, pod in pods.items():
+            if pod_name not in name_set:
+                to_delete.append((pod, "scale-down"))
+                continue
+            found += 1
+            if pod.deleting:
+                terminating += 1
+                continue
+            if pod.out_of_sync:
+                to_delete.append((pod, "out-of-sync"))
+            phase = pod.phase if pod.phase in POD_PHASES else "Unknown"
+            counter[phase] = counter.get(phase, 0) + 1
+        if counter:
+            per_task[task.name] = counter
+        if found < len(names):
+            to_create.extend((task, i, n) for i, n in enumerate(names) if n not in pods)
+
+    blocked: dict[str, bool] = {}
+    created: list[str] = []
+    for task, index, pod_name in to_create:
+        if task.depends_on is not None:
+            if task.name not in blocked:
+                blocked[task.name] = not dependencies_ready(entry, task)
+            if blocked[task.name]:
+                continue
+        ctx.emit(
+            o.CreatePod,
+            entry,
+            name=pod_name,
+            task=task.name,
+            index=index,
+            job_version=status.version,
+            retry_count=status.retry_count,
+            job_uid=job.metadata.uid,
+            pod=ctx.render_pod(entry, task.name, index, status),
+        )
+        placeholder = PodState(pod_name, task.name, version=status.version)
+        entry.put_pod(placeholder)
+        created.append(task.name)
+        counter = per_task.setdefault(task.name, {})
+        counter["Pending"] = counter.get("Pending", 0) + 1
+    for name in dict.fromkeys(created):  # the task machine sees the created pods, once per task
+        step_task(ctx, entry, name, PODS_CHANGED)
+
+    for pod, why in to_delete:
+        if not pod.deleting:
+            ctx.emit(o.DeletePod, entry, name=pod.name, uid=pod.uid, task=pod.task, mark_out_of_sync=False, reason=why)
+            entry.tasks.forget(pod)
+            pod.deleting = True
+            entry.tasks.count(pod)
+        terminating += 1
+
+    new = JobStatus(
+        state=msgspec.structs.replace(status.state),
+        version=status.version,
+        min_available=job.spec.min_available,
+        controlled_resources=status.controlled_resources,
+        conditions=status.conditions,
+        retry_count=status.retry_count,
+        terminating=terminating,
+    )
+    set_counts(new, per_task)
+    guard = status_function(entry, new, handling)
+    if new == status:
+        return
+    set_transition(new, ctx.now)
+    write_status(ctx, entry, new, action, guard)
+
+
+def expected_pod_names(entry: JobEntry) -> dict[str, tuple[list[str] | PodNames, frozenset[str] | PodNames]]:
+    """`<job>-<task>-<i>` for every task, cached until the spec changes."""
+    job = entry.job
+    assert job is not None
+    cached = entry.names
+    if cached is not None and cached[0] is job.spec:
+        return cached[1]
+    name = job.metadata.name
+    names = {}
+    for t in job.spec.tasks:
+        if t.replicas >= LAZY_FROM:  # O(1) memory for a huge task (statemachines/job/podnames.py)
+            lazy = PodNames(f"{name}-{t.name}-", t.replicas)
+            names[t.name] = (lazy, lazy)
+            continue
+        listed = [f"{name}-{t.name}-{i}" for i in range(t.replicas)]
+        names[t.name] = (listed, frozenset(listed))
+    entry.names = (job.spec, names)
+    return names
+
+
+def dependencies_ready(entry: JobEntry, task: TaskSpec) -> bool:
+    """§6.5: `any` with several names needs one ready dependency, otherwise all."""
+    job = entry.job
+    assert job is not None and task.depends_on is not None
+    names = task.depends_on.name or []
+    by_name = {t.name: t for t in job.spec.tasks}
+    ready = [_task_ready(entry, by_name.get(n), n) for n in names]
+    if len(names) > 1 and task.depends_on.iteration == "any":
+        return any(ready)
+    return all(ready)
+
+
+def _task_ready(entry: JobEntry, dep: TaskSpec | None, name: str) -> bool:
+    if dep is None or dep.min_available is None:
+        return True
+    count = 0
+    pods = entry.pods.get(name) or {}
+    job_name = entry.job.metadata.name  # type: ignore[union-attr]
+    for i in range(dep.replicas):
+        pod = pods.get(f"{job_name}-{name}-{i}")
+        if pod is None or not pod.observed:
+            continue
+        if pod.phase == "Succeeded" or (pod.phase == "Running" and pod.ready):
+            count += 1
+    return count >= dep.min_available

@@ -1,0 +1,187 @@
+"""Decoding one watch record: `{"type": ..., "object": {...}}` bytes into typed input.
+
+This is the pure half of reading a log (the I/O half, which finds record
+boundaries in files and streams, is `vcbus.watchlog`). One record decodes to:
+
+- `Observed`: a watch event of a kind the controller reads (Job, Pod, PodGroup,
+  Queue, Command), its object decoded into a view of `statemachines.model.objects`;
+- `Ignored`: a valid record of another kind, a BOOKMARK, or the same kind in
+  another API group (`batch/v1` Job);
+- `TimerRecord`: a delayed action firing, as the bus log stores it;
+- or `RecordError`, raised with a message naming what is wrong and where
+  (a JSON path) — the caller adds the position in the file.
+
+`statemachines.model.replay_decode.decode_replay` gives equal results for a
+fold of many records (replay): a vcjob's spec, repeated in every record of the
+job, is decoded once per distinct spec. Every timestamp is checked
+(`statemachines.model.timestamps`).
+
+Records may carry `"time"` (RFC 3339, when the bus observed them); kubectl
+output has none, and the event time is then derived from the object itself.
+"""
+
+from __future__ import annotations
+
+from typing import Union
+
+import msgspec
+from msgspec import Struct
+
+from statemachines.model.objects import API_VERSIONS, KnownObject
+from statemachines.model.timestamps import all_valid, checked
+
+WATCH_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED"})
+
+
+class RecordError(ValueError):
+    """A record that cannot be used; the message says what and where."""
+
+
+class Observed(Struct, frozen=True, gc=False):
+    type: str  # ADDED | MODIFIED | DELETED
+    object: KnownObject
+    time: str | None = None
+    # timestamps that were not RFC 3339 and were treated as absent ("time: 'x' is not a time")
+    notes: tuple[str, ...] = ()
+
+
+class Ignored(Struct, frozen=True):
+    kind: str  # "BOOKMARK", "Node", "batch/v1 Job", ...
+
+
+class TimerSpec(Struct, frozen=True, rename="camel"):
+    job: str
+    id: str
+    due: str = ""
+
+
+class TimerRecord(Struct, frozen=True):
+    timer: TimerSpec
+    time: str | None = None
+
+
+Decoded = Union[Observed, Ignored, TimerRecord]
+
+
+class _Envelope(Struct):
+    type: str
+    object: KnownObject
+    time: str | None = None
+
+
+class _TimerEnvelope(Struct):
+    type: str
+    timer: TimerSpec
+    time: str | None = None
+
+
+_typed = msgspec.json.Decoder(_Envelope)
+_timer = msgspec.json.Decoder(_TimerEnvelope)
+_generic = msgspec.json.Decoder()
+
+
+NAMESPACED = frozenset({"Job", "Pod", "PodGroup", "Command"})
+
+
+def decode(data: bytes) -> Decoded:
+    """Decode one record; raise `RecordError` if it is unusable.
+
+    A JSON document nested deeper than the decoder's recursion limit is a
+    `RecordError` too (never a `RecursionError` escaping to the caller).
+    """
+    try:
+        return _decode(data)
+    except RecursionError:
+        raise RecordError("nested too deeply to decode (JSON depth limit exceeded)") from None
+
+
+def _decode(data: bytes) -> Decoded:
+    try:
+        env = _typed.decode(data)
+    except msgspec.DecodeError as err:
+        return _slow_path(data, err)
+    obj = env.object
+    kind = type(obj).__name__
+    if obj.api_version and obj.api_version != API_VERSIONS[kind]:
+        return Ignored(f"{obj.api_version} {kind}")
+    if env.type not in WATCH_TYPES:
+        if env.type == "BOOKMARK":
+            return Ignored("BOOKMARK")
+        raise RecordError(f"unknown watch event type {env.type!r} (expected ADDED, MODIFIED, DELETED or BOOKMARK)")
+    if not obj.metadata.name:
+        raise RecordError(f"{what(kind)} without metadata.name")
+    if kind in NAMESPACED and not obj.metadata.namespace:
+        raise RecordError(f"{what(kind)} {obj.metadata.name!r} without metadata.namespace")
+    return checked_times(Observed(env.type, obj, env.time))
+
+
+def what(kind: str) -> str:
+    return "vcjob" if kind == "Job" else kind
+
+
+def _slow_path(data: bytes, typed_error: Exception) -> Decoded:
+    """Why the fast decode failed: invalid JSON, a wrong shape, or just another kind."""
+    try:
+        value = _generic.decode(data)
+    except msgspec.DecodeError as err:
+        raise RecordError(f"invalid JSON: {err}") from None
+    if not isinstance(value, dict):
+        raise RecordError(f"expected a JSON object {{\"type\": ..., \"object\": ...}}, got {_json_type(value)}")
+    rtype = value.get("type")
+    if rtype is None:
+        raise RecordError('missing field "type"')
+    if not isinstance(rtype, str):
+        raise RecordError(f'field "type" must be a string, got {_json_type(rtype)}')
+    if rtype == "TIMER":
+        try:
+            env = _timer.decode(data)
+        except msgspec.DecodeError as err:
+            raise RecordError(f"invalid TIMER record: {err}") from None
+        return TimerRecord(env.timer, env.time)
+    if rtype == "BOOKMARK":
+        return Ignored("BOOKMARK")
+    if rtype == "ERROR":
+        return Ignored("ERROR")
+    if "object" not in value:
+        raise RecordError('missing field "object"')
+    obj = value["object"]
+    if not isinstance(obj, dict):
+        raise RecordError(f'field "object" must be an object, got {_json_type(obj)}')
+    if rtype not in WATCH_TYPES:
+        raise RecordError(f"unknown watch event type {rtype!r} (expected ADDED, MODIFIED, DELETED or BOOKMARK)")
+    kind = obj.get("kind")
+    api_version = obj.get("apiVersion", "")
+    if not isinstance(kind, str) or kind not in API_VERSIONS:  # a list or mapping as kind is no kind either
+        return Ignored(str(kind)[:60] if kind else "object without kind")
+    if api_version and api_version != API_VERSIONS[kind]:
+        return Ignored(f"{api_version} {kind}")
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict) or not meta.get("name"):
+        raise RecordError(f"{what(kind)} without metadata.name")
+    message = str(typed_error).replace("$.object", f"{what(kind)} $")
+    raise RecordError(message)
+
+
+def _json_type(value: object) -> str:
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if value is None:
+        return "null"
+    return "an object"
+
+
+def checked_times(rec: Observed) -> Observed:
+    """`rec` with every timestamp that is not RFC 3339 treated as absent, each one noted
+    (`statemachines.model.timestamps.checked`)."""
+    if all_valid(rec.time, rec.object):
+        return rec
+    when, obj, notes = checked(rec.time, rec.object)
+    if not notes:
+        return rec
+    return Observed(rec.type, obj, when, tuple(notes))

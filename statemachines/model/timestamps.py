@@ -1,0 +1,173 @@
+"""Timestamps inside a watch record: which are RFC 3339, and the record with the others dropped.
+
+The domain orders and subtracts times as RFC 3339 strings (`timefmt`), so a
+record's `time` and every time in its object are checked once on decode
+(`statemachines.model.records.checked_times`). Nearly every record is fine
+(`all_valid`, the fast path, with a cache of the timestamps seen); `checked`
+says which ones are not and treats them as absent.
+"""
+
+from __future__ import annotations
+
+import re
+
+from msgspec.structs import replace
+
+from statemachines.model import timefmt
+from statemachines.model.objects import Job, KnownObject, Pod
+
+_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})?$")
+
+
+_checked: dict[str, bool] = {}  # timestamps repeat a lot in a log: each is parsed once
+
+
+def valid_time(ts: str) -> bool:
+    """True when `ts` is an RFC 3339 timestamp the domain can order and do arithmetic on."""
+    known = _checked.get(ts)
+    if known is not None:
+        return known
+    ok = _RFC3339.match(ts) is not None
+    if ok:
+        try:
+            timefmt.parse(ts)
+        except ValueError:
+            ok = False
+    if len(_checked) >= 65536:
+        _checked.clear()
+    _checked[ts] = ok
+    return ok
+
+
+def all_valid(when: str | None, obj: KnownObject) -> bool:
+    """The fast path of `checked`: every timestamp of a record (its `time`, its object's) is fine
+    (nearly always).
+
+    It runs for every record: `valid_time`'s cache is looked up inline, and the
+    kinds are told apart by class."""
+    known = _checked.get
+    ts = when
+    if ts is not None and not (known(ts) or valid_time(ts)):
+        return False
+    meta = obj.metadata
+    ts = meta.creation_timestamp
+    if ts is not None and not (known(ts) or valid_time(ts)):
+        return False
+    ts = meta.deletion_timestamp
+    if ts is not None and not (known(ts) or valid_time(ts)):
+        return False
+    for entry in meta.managed_fields or ():
+        ts = entry.time
+        if ts is not None and not (known(ts) or valid_time(ts)):
+            return False
+    cls = obj.__class__
+    if cls is Pod:
+        status = obj.status  # type: ignore[union-attr]
+        for c in status.conditions or ():
+            ts = c.last_transition_time
+            if ts is not None and not (known(ts) or valid_time(ts)):
+                return False
+        for statuses in (status.container_statuses, status.init_container_statuses):
+            for cs in statuses or ():
+                st = cs.state
+                if st is None:
+                    continue
+                term = st.terminated
+                if term is not None:
+                    ts = term.started_at
+                    if ts is not None and not (known(ts) or valid_time(ts)):
+                        return False
+                    ts = term.finished_at
+                    if ts is not None and not (known(ts) or valid_time(ts)):
+                        return False
+                run = st.running
+                if run is not None:
+                    ts = run.started_at
+                    if ts is not None and not (known(ts) or valid_time(ts)):
+                        return False
+    elif cls is Job:
+        status = obj.status  # type: ignore[union-attr]
+        ts = status.state.last_transition_time if status is not None else None
+        return ts is None or known(ts) or valid_time(ts)
+    return True
+
+
+def checked(when: str | None, obj: KnownObject) -> tuple[str | None, KnownObject, list[str]]:
+    """A record's `time` and object with every timestamp that is not RFC 3339 treated as absent, each one noted.
+
+    The record's `time` and the object's `creationTimestamp`, managedFields,
+    condition and container times become None, so the event time is derived as if they were
+    missing. A bad `deletionTimestamp` keeps its meaning (the object is being
+    deleted) but carries no time: it becomes the epoch, which never moves the
+    log's clock. Jobs keep progressing; the caller reports `notes` (none: nothing changed).
+    """
+    notes: list[str] = []
+
+    def ok(path: str, ts: str | None) -> bool:
+        if ts is None or valid_time(ts):
+            return True
+        notes.append(f"{path}: {ts!r} is not an RFC 3339 time; treated as absent")
+        return False
+
+    when = when if ok("time", when) else None
+    meta = obj.metadata
+    fixed_meta = meta
+    if not ok("metadata.creationTimestamp", meta.creation_timestamp):
+        fixed_meta = replace(fixed_meta, creation_timestamp=None)
+    if not ok("metadata.deletionTimestamp", meta.deletion_timestamp):
+        fixed_meta = replace(fixed_meta, deletion_timestamp=timefmt.ZERO_TIME)
+    if meta.managed_fields:
+        entries = [
+            e if ok(f"metadata.managedFields[{i}].time", e.time) else replace(e, time=None)
+            for i, e in enumerate(meta.managed_fields)
+        ]
+        if any(a is not b for a, b in zip(entries, meta.managed_fields)):
+            fixed_meta = replace(fixed_meta, managed_fields=entries)
+    if fixed_meta is not meta:
+        obj = replace(obj, metadata=fixed_meta)
+    if isinstance(obj, Job) and obj.status is not None:
+        state = obj.status.state
+        if not ok("status.state.lastTransitionTime", state.last_transition_time):
+            obj = replace(obj, status=replace(obj.status, state=replace(state, last_transition_time=None)))
+    elif isinstance(obj, Pod) and obj.status is not None:
+        obj = _checked_pod(obj, ok)
+    return when, obj, notes
+
+
+def _checked_pod(pod: Pod, ok) -> Pod:
+    status = pod.status
+    conds = status.conditions
+    if conds:
+        new = [
+            c if ok(f"status.conditions[{i}].lastTransitionTime", c.last_transition_time)
+            else replace(c, last_transition_time=None)
+            for i, c in enumerate(conds)
+        ]
+        if any(a is not b for a, b in zip(new, conds)):
+            status = replace(status, conditions=new)
+    for field in ("container_statuses", "init_container_statuses"):
+        statuses = getattr(status, field)
+        if not statuses:
+            continue
+        json_name = "containerStatuses" if field == "container_statuses" else "initContainerStatuses"
+        new_cs = [_checked_container(f"status.{json_name}[{i}]", cs, ok) for i, cs in enumerate(statuses)]
+        if any(a is not b for a, b in zip(new_cs, statuses)):
+            status = replace(status, **{field: new_cs})
+    return pod if status is pod.status else replace(pod, status=status)
+
+
+def _checked_container(path: str, cs, ok):
+    st = cs.state
+    if st is None:
+        return cs
+    if st.terminated is not None:
+        term = st.terminated
+        fixed = term
+        if not ok(f"{path}.state.terminated.startedAt", term.started_at):
+            fixed = replace(fixed, started_at=None)
+        if not ok(f"{path}.state.terminated.finishedAt", term.finished_at):
+            fixed = replace(fixed, finished_at=None)
+        return cs if fixed is term else replace(cs, state=replace(st, terminated=fixed))
+    if st.running is not None and not ok(f"{path}.state.running.startedAt", st.running.started_at):
+        return replace(cs, state=replace(st, running=replace(st.running, started_at=None)))
+    return cs

@@ -1,0 +1,46 @@
+"""The `Snapshot` a scheduling session starts from: the cache's facts at a cut.
+
+Its own module, above both the node/queue/PodGroup facts (`model.py`) and the
+pod facts (`tasks.py`, which build on `model.py`), so neither imports the other
+back.
+"""
+
+from __future__ import annotations
+
+from statemachines.scheduler.model import GroupFact, NodeFact, QueueFact
+from statemachines.scheduler.tasks import TaskFact
+
+
+class Snapshot:
+    """What a session starts from: the cache's facts at a cut (shallow copies; facts are immutable).
+
+    `emitted` is the scheduler's memory of what it last told the cluster per object
+    (events, pod conditions), so a session repeats nothing; `bound` lists pods vcbus bound
+    that the log now shows on their node (PodBound is due)."""
+
+    __slots__ = ("nodes", "queues", "groups", "tasks", "priority_classes", "default_priority", "emitted", "bound", "time", "seq")
+
+    def __init__(
+        self,
+        *,
+        nodes: dict[str, NodeFact],
+        queues: dict[str, QueueFact],
+        groups: dict[str, GroupFact],
+        tasks: dict[str, TaskFact],
+        priority_classes: dict[str, int],
+        default_priority: int = 0,
+        emitted: dict[str, tuple] | None = None,
+        bound: dict[str, str] | None = None,
+        time: str = "",
+        seq: int = 0,
+    ) -> None:
+        self.nodes = nodes
+        self.queues = queues
+        self.groups = groups
+        self.tasks = tasks
+        self.priority_classes = priority_classes
+        self.default_priority = default_priority
+        self.emitted = emitted if emitted is not None else {}
+        self.bound = bound if bound is not None else {}
+        self.time = time
+        self.seq = seq

@@ -1,0 +1,149 @@
+"""Volcano's worker loop for one job: a request resolved to an action, run in the job's phase.
+
+A request (from a pod, PodGroup, job or Command record, statemachines/intake/)
+is resolved against the job's policies (`statemachines.policies.resolve`,
+`ActionResolved`); an action with a timeout becomes a timer
+(statemachines/timers/), any other runs at once in the job's current phase
+through the job machine and its controller (`execute`: Volcano's
+state.Execute). A status write that changed the phase is followed by one more
+pass in the new phase (`follow_up`), as Volcano gets it from its own write's
+watch event. A fired timer runs its action the same way (`run_timer`).
+
+`engine` is the `Engine` running the job: its `emit`, `explain`, its timer
+heap and `_why` (what is being executed, for `PhaseChanged.cause`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from statemachines import outputs as o
+from statemachines.cache import JobEntry
+from statemachines.job.causes import policy_text
+from statemachines.job.handling import PodOp
+from statemachines.job.kill import Target, kill_job, kill_target
+from statemachines.job.machine import handling
+from statemachines.job.sync import SyncError, sync_job
+from statemachines.model.vocabulary import Action, Event
+from statemachines.policies import Request, resolve
+from statemachines.timers.rules import Timer, cancels_on_execute
+from statemachines.timers.scheduling import rule_a, rule_b, schedule
+
+MAX_FOLLOWUPS = 16  # a phase change triggers one more pass; no chain in Volcano's graph is longer
+JOB_TARGETS = {Action.RESTART_TASK: "task", Action.RESTART_POD: "pod", Action.RESTART_PARTITION: "partition"}
+
+
+def handle(engine: Any, entry: JobEntry, req: Request) -> None:
+    process(engine, entry, req)
+    if entry.followup:
+        follow_up(engine, entry)
+
+
+def follow_up(engine: Any, entry: JobEntry) -> None:
+    """Our status write changed the phase: one more OutOfSync pass, as Volcano's watch gives it."""
+    rounds = 0
+    while entry.followup and rounds < MAX_FOLLOWUPS:
+        entry.followup = False
+        rounds += 1
+        process(engine, entry, Request(event=Event.OUT_OF_SYNC, source="self"))
+
+
+def process(engine: Any, entry: JobEntry, req: Request) -> None:
+    if entry.timers:  # no timer of the job pending: rule A has nothing to cancel
+        rule_a(engine, entry, req)
+    if entry.job is None or entry.status is None:
+        return
+    res = resolve(entry.job, req, version=entry.status.version, explain=engine.explain)
+    phase = entry.status.state.phase
+    engine.executing = (req, res)
+    engine.out.append(  # engine.emit, inlined: one of these per request
+        o.ActionResolved(
+            job=entry.key,
+            seq=engine.seq,
+            time=engine.now,
+            event=req.event,
+            exit_code=req.exit_code,
+            task=req.task,
+            pod=req.pod,
+            action=res.action,
+            policy=res.policy,
+            delay=res.delay_text,
+            phase=phase,
+            reason=res.reason,
+            explain=res.explain,
+            policy_text=policy_text(entry.job, res.policy) if res.policy[:1] in ("j", "t") else "",
+        )
+    )
+    if res.delay != 0:  # Volcano registers any non-zero delay; a negative one fires at once
+        schedule(engine, entry, req, res)
+        return
+    if res.action != Action.SYNC_JOB:
+        engine.emit(o.RecordEvent, entry, reason="ExecuteAction", message=f"Start to execute action {res.action} ")
+    ok = execute(engine, entry, res.action, target(res.action, req.task, req.pod, req.partition))
+    if ok and cancels_on_execute(res.action):  # only after a successful Execute (processNextReq)
+        rule_b(engine, entry, res.action, task=req.task, pod=req.pod, partition=req.partition)
+
+
+def execute(engine: Any, entry: JobEntry, action: str, target: Target | None) -> bool:
+    """Run `action` in the job's current phase (Volcano's state.Execute); False if it failed."""
+    assert entry.status is not None
+    h = handling(entry.status.state.phase, action)
+    try:
+        if h.op is PodOp.SYNC:
+            sync_job(engine, entry, h, action)
+        elif h.op is PodOp.KILL_JOB:
+            kill_job(engine, entry, h, action)
+        else:
+            kill_target(engine, entry, h, action, target)
+    except SyncError as err:
+        # Volcano requeues the request with backoff and, after --max-requeue-num (15)
+        # failures, forces TerminateJob. Nothing in the log can change the outcome
+        # of those retries, so vcbus takes that path at once (docs/fidelity.md).
+        engine.emit(o.SyncFailed, entry, message=str(err))
+        engine.executing = f"sync failed ({err}), retry limit reached -> TerminateJob"
+        engine.emit(
+            o.RecordEvent,
+            entry,
+            reason="ExecuteAction",
+            message=f"Job failed on action {action} for retry limit reached",
+        )
+        h = handling(entry.status.state.phase, Action.TERMINATE_JOB)
+        if h.op is PodOp.KILL_JOB:
+            kill_job(engine, entry, h, Action.TERMINATE_JOB)
+        return False
+    return True
+
+
+def run_timer(engine: Any, timer: Timer) -> None:
+    """A delayed action is due: run it in the job's current phase, without re-checking policies."""
+    engine.timers.discard(timer)
+    timer.cancelled = True  # fired: it cannot fire again
+    if engine.gc.timers.get(timer.job) is timer:
+        engine.gc.fire(timer)
+        return
+    entry = engine.jobs.get(timer.job)
+    if entry is None or entry.job is None or entry.status is None:
+        return
+    engine.emit(o.TimerFired, entry, timer=timer.id, action=timer.action)
+    engine.emit(
+        o.ActionResolved,
+        entry,
+        event=timer.event,
+        task=timer.task,
+        pod=timer.pod,
+        action=timer.action,
+        policy=f"timer:{timer.policy}",
+        phase=entry.status.state.phase,
+        policy_text=policy_text(entry.job, timer.policy),
+    )
+    engine.executing = timer
+    execute(engine, entry, timer.action, target(timer.action, timer.task, timer.pod, timer.partition))
+    rule_b(engine, entry, timer.action, task=timer.task, pod=timer.pod, partition=timer.partition)
+    follow_up(engine, entry)
+
+
+def target(action: str, task: str, pod: str, partition: str) -> Target | None:
+    kind = JOB_TARGETS.get(action)  # type: ignore[call-overload]
+    if kind is None:
+        return None
+    return Target(kind=kind, task=task, pod=pod, partition=partition)
