@@ -21,6 +21,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from statemachines.admission.bounds import DEFAULT_MAX_PODS, object_problems
 from statemachines.admission.mutate import DEFAULT_SCHEDULER, job_patch
 from statemachines.admission.queues import QueueIndex, queue_patch, validate_queue
 from statemachines.admission.schema import QUEUE_KIND, name_errors, schema_message
@@ -40,6 +41,7 @@ class Settings:
     max_queue_depth: int = 5  # [--max-queue-depth]
     root_queue_protection: bool = True  # [--enable-root-queue-protection]
     queue_allocated_pods_check: bool = False  # [--enable-queue-allocated-pods-check]
+    max_pods_per_job: int = DEFAULT_MAX_PODS  # vcbus bound [--max-pods-per-job]
 
 
 def _gvr_text(gvr: tuple[str, str, str]) -> str:
@@ -63,6 +65,9 @@ def _object(request: dict[str, Any], key: str, gvr: tuple[str, str, str]) -> dic
     obj = request.get(key)
     if not isinstance(obj, dict):
         raise ValueError(f"the request has no {key}")
+    broken = object_problems(obj)
+    if broken:
+        raise ValueError("; ".join(message for _, message in broken))
     return obj
 
 
@@ -86,9 +91,11 @@ def handle(path: str, review: Any, *, queues: QueueIndex, settings: Settings | N
                 refused = name_errors(job)  # the API server's own check, which it runs before any webhook
                 if refused:
                     return _response(uid, allowed=False, message=schema_message(job, refused))
-                verdict = validate_create(job, queues=queues, pod_level_resources=settings.pod_level_resources)
+                verdict = validate_create(
+                    job, queues=queues, pod_level_resources=settings.pod_level_resources, max_pods=settings.max_pods_per_job
+                )
             elif operation == "UPDATE":
-                verdict = validate_update(_object(request, "oldObject", JOBS), job)
+                verdict = validate_update(_object(request, "oldObject", JOBS), job, max_pods=settings.max_pods_per_job)
             else:
                 return _response(uid, allowed=False, message="expect operation to be 'CREATE' or 'UPDATE'")
             return _response(uid, allowed=verdict.allowed, message=verdict.message)

@@ -18,6 +18,7 @@ from typing import Any
 
 import msgspec
 
+from statemachines.admission.bounds import DEFAULT_MAX_PODS, decode_problems, object_problems, size_problems
 from statemachines.admission.fields import go_slice, is_dns1123_subdomain, is_qualified_name
 from statemachines.admission.podtemplate import topology_cpu_error, validate_pod_template
 from statemachines.admission.policies import validate_policies
@@ -197,14 +198,32 @@ def _task_problems(job: dict[str, Any], *, pod_level_resources: bool) -> tuple[l
     return problems, total, has_deps
 
 
-def validate_create(job: dict[str, Any], *, queues: QueueIndex, pod_level_resources: bool = True) -> Verdict:
+def unreadable(job: Any) -> Verdict | None:
+    """The denial of a job a typed decoding refuses (`statemachines.admission.bounds`), else None.
+
+    Volcano's webhook decodes the object before any rule, so such a job gets
+    that one message (Go's, for a duration), and none of the rules' fragments.
+    """
+    problems = object_problems(job) or decode_problems(job)
+    if not problems:
+        return None
+    return Verdict(False, "; ".join(m for _, m in problems), tuple(Problem(f, m) for f, m in problems))
+
+
+def validate_create(
+    job: dict[str, Any], *, queues: QueueIndex, pod_level_resources: bool = True, max_pods: int = DEFAULT_MAX_PODS
+) -> Verdict:
     """The validating webhook's answer to a CREATE of `job` (after mutation).
 
     Args:
         job: the vcjob manifest.
         queues: the queues the webhook's lister would see.
         pod_level_resources: the Kubernetes PodLevelResources feature gate.
+        max_pods: most pods (sum of replicas) a job may have (a vcbus bound, `bounds.size_problems`).
     """
+    refused = unreadable(job)
+    if refused is not None:
+        return refused
     meta, spec = job.get("metadata") or {}, job.get("spec") or {}
     name = str(meta.get("name", ""))
     tasks = list(spec.get("tasks") or [])
@@ -242,6 +261,7 @@ def validate_create(job: dict[str, Any], *, queues: QueueIndex, pod_level_resour
         problems.append(
             Problem("spec.tasks[*].dependsOn", " job has dependencies between tasks, but doesn't form a directed acyclic graph(DAG);")
         )
+    problems += [Problem(field, f" {message};") for field, message in size_problems(job, max_pods)]
     return _deny(problems)
 
 
@@ -292,7 +312,15 @@ def _frozen_view(spec: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
     return view
 
 
-def validate_update(old: dict[str, Any], new: dict[str, Any]) -> Verdict:
-    """The validating webhook's answer to an UPDATE from `old` to `new` (first failure, untrimmed)."""
+def validate_update(old: dict[str, Any], new: dict[str, Any], *, max_pods: int = DEFAULT_MAX_PODS) -> Verdict:
+    """The validating webhook's answer to an UPDATE from `old` to `new` (first failure, untrimmed).
+
+    A scale-up beyond `max_pods` pods is refused like a CREATE beyond it.
+    """
+    refused = unreadable(new) or unreadable(old)
+    if refused is not None:
+        return refused
     problem = _update_problem(old, new)
+    if problem is None:
+        problem = next((Problem(f, m) for f, m in size_problems(new, max_pods)), None)
     return _deny([problem] if problem else [], trim=False)

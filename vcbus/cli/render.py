@@ -1,7 +1,7 @@
 """`vcbus render`: what a vcjob turns into, before it is applied (like `helm template`).
 
 Prints the vcjob after the mutating webhook, then its PodGroup, PVCs, pods and
-plugin objects (`statemachines.render.render_job`), as multi-document YAML or
+plugin objects (`statemachines.manifests.job.render_job`), as multi-document YAML or
 a `v1 List` in JSON. The job is checked first like the API server would (CRD
 schema, then the webhook; queue existence only with `--queues`); a job the
 cluster would refuse is not rendered (exit 1).
@@ -14,11 +14,13 @@ from typing import Any
 import click
 
 from statemachines.admission import QueueIndex, mutate_job, validate_create
+from statemachines.admission.bounds import DEFAULT_MAX_PODS, object_problems
 from statemachines.admission.mutate import DEFAULT_SCHEDULER
 from statemachines.admission.schema import crd_defaults, schema_errors, schema_message
+from statemachines.manifests.job import prepare, render_job
 from statemachines.plugins import PluginError
-from statemachines.render import prepare, render_job
 from vcbus.cli.validate import JOB_API, parse_feature_gates
+from vcbus.cli.output import name_of
 from vcbus.errors import UserError
 from vcbus.manifests import Document, dump_json, dump_yaml, load_all, load_documents
 from vcbus.sshkeys import generate_ssh_keypair
@@ -37,12 +39,16 @@ def _queues(job: dict[str, Any], queue_files: tuple[str, ...]) -> QueueIndex:
 
 
 def _render_one(doc: Document, *, file: str, namespace: str, scheduler_name: str, queue_files: tuple[str, ...],
-                pod_level_resources: bool) -> list[dict[str, Any]]:
+                pod_level_resources: bool, max_pods: int = DEFAULT_MAX_PODS) -> list[dict[str, Any]]:
     """Check one job as the API server would, then render it."""
+    broken = object_problems(doc.obj)
+    if broken:
+        raise UserError(f"{doc.where}: {doc.label}: not a readable job: {'; '.join(m for _, m in broken)}", exit_code=1)
     job = crd_defaults(prepare(doc.obj, namespace=namespace))
     mutated = mutate_job(job, scheduler_name=scheduler_name)
     schema = schema_errors(mutated)
-    verdict = validate_create(mutated, queues=_queues(mutated, queue_files), pod_level_resources=pod_level_resources)
+    verdict = validate_create(mutated, queues=_queues(mutated, queue_files), pod_level_resources=pod_level_resources,
+                              max_pods=max_pods)
     if schema or not verdict.allowed:
         why = schema_message(mutated, schema) if schema else f"the admission webhook would deny it: {verdict.message}"
         raise UserError(
@@ -56,7 +62,8 @@ def _render_one(doc: Document, *, file: str, namespace: str, scheduler_name: str
 
 @click.command("render")
 @click.argument("file", metavar="FILE")
-@click.option("-o", "--output", type=click.Choice(["yaml", "json"]), default="yaml", show_default=True)
+@click.option("-o", "--output", type=click.Choice(["yaml", "json", "name"]), default="yaml", show_default=True,
+              help="yaml, json (a v1 List), or name (kubectl's kind.group/name, one per object).")
 @click.option("--pod", "pod_name", metavar="NAME", help="Print only this pod (e.g. my-job-worker-0).")
 @click.option("--namespace", "-n", default="default", show_default=True, help="Namespace for jobs that name none.")
 @click.option("--queues", "queue_files", multiple=True, metavar="FILE",
@@ -65,8 +72,10 @@ def _render_one(doc: Document, *, file: str, namespace: str, scheduler_name: str
               help="The mutating webhook's default spec.schedulerName.")
 @click.option("--feature-gates", "feature_gates", multiple=True, metavar="K=V",
               help="Kubernetes feature gates that change validation: PodLevelResources (default true).")
+@click.option("--max-pods-per-job", "max_pods", type=click.IntRange(min=1), default=DEFAULT_MAX_PODS, show_default=True,
+              help="Refuse a job whose tasks ask for more pods than this in all.")
 def render_command(file: str, output: str, pod_name: str | None, namespace: str, queue_files: tuple[str, ...],
-                   scheduler_name: str, feature_gates: tuple[str, ...]) -> None:
+                   scheduler_name: str, feature_gates: tuple[str, ...], max_pods: int) -> None:
     """Show every object a vcjob becomes: the job with its defaults, PodGroup, pods, plugin objects.
 
     The first object is the vcjob after Volcano's mutating webhook (queue,
@@ -97,10 +106,11 @@ def render_command(file: str, output: str, pod_name: str | None, namespace: str,
     for doc in jobs:
         try:
             objects += _render_one(doc, file=file, namespace=namespace, scheduler_name=scheduler_name,
-                                   queue_files=queue_files, pod_level_resources=gates["PodLevelResources"])
+                                   queue_files=queue_files, pod_level_resources=gates["PodLevelResources"],
+                                   max_pods=max_pods)
         except PluginError as err:
             raise UserError(f"{doc.where}: {doc.label}: the controller could not create its pods: {err}", exit_code=1) from err
-        except (ValueError, TypeError, AttributeError, KeyError) as err:
+        except (ValueError, TypeError, AttributeError, KeyError, RecursionError) as err:
             raise UserError(f"{doc.where}: {doc.label}: malformed object, cannot render it: {err!r}") from err
     if pod_name is not None:
         pods = [o for o in objects if o.get("kind") == "Pod"]
@@ -108,9 +118,15 @@ def render_command(file: str, output: str, pod_name: str | None, namespace: str,
         if not chosen:
             names = ", ".join(p["metadata"]["name"] for p in pods) or "none"
             raise UserError(f"no pod {pod_name} (the pods are: {names})")
-        click.echo(dump_json(chosen[0]) if output == "json" else dump_yaml(chosen), nl=False)
+        if output == "name":
+            click.echo(name_of(chosen[0]))
+        else:
+            click.echo(dump_json(chosen[0]) if output == "json" else dump_yaml(chosen), nl=False)
         return
-    if output == "json":
+    if output == "name":
+        for obj in objects:
+            click.echo(name_of(obj))
+    elif output == "json":
         click.echo(dump_json({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": objects}), nl=False)
     else:
         click.echo(dump_yaml(objects), nl=False)

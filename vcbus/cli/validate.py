@@ -18,9 +18,12 @@ import click
 
 from statemachines.admission import QueueIndex, default_queues, mutate_job, validate_create, validate_update
 from statemachines.admission.mutate import DEFAULT_SCHEDULER
+from statemachines.admission.bounds import DEFAULT_MAX_PODS, object_problems
 from statemachines.admission.mutate import apply_patch
 from statemachines.admission.queues import queue_patch, validate_queue
-from statemachines.admission.schema import QUEUE_KIND, crd_defaults, name_errors, schema_errors, schema_message
+from statemachines.admission.schema import (
+    QUEUE_KIND, crd_defaults, crd_queue_defaults, name_errors, queue_schema_errors, schema_errors, schema_message,
+)
 from statemachines.plugins.args import parse_go_bool
 from vcbus.errors import UserError
 from vcbus.manifests import Document, load_all
@@ -55,7 +58,7 @@ def queue_index(queue_files: tuple[str, ...], docs: list[Document]) -> QueueInde
 
 
 def _key(doc: Document) -> tuple[str, str, str]:
-    meta = doc.obj.get("metadata") or {}
+    meta = doc.obj.get("metadata") if isinstance(doc.obj.get("metadata"), dict) else {}
     return doc.kind, str(meta.get("namespace") or "default"), str(meta.get("name", ""))
 
 
@@ -67,9 +70,15 @@ def _old_for(doc: Document, olds: list[Document]) -> dict[str, Any] | None:
     return kinds[0].obj if len(kinds) == 1 else None
 
 
-def check(doc: Document, *, queues: QueueIndex, olds: list[Document] | None, gates: dict[str, bool], scheduler: str) -> dict[str, Any]:
+def check(doc: Document, *, queues: QueueIndex, olds: list[Document] | None, gates: dict[str, bool], scheduler: str,
+          max_pods: int = DEFAULT_MAX_PODS) -> dict[str, Any]:
     """One object's result: {object, where, operation, allowed, problems[{field, message}], message}."""
     result: dict[str, Any] = {"object": doc.label, "where": doc.where, "allowed": True, "problems": [], "message": ""}
+    broken = object_problems(doc.obj)
+    if broken:  # nothing can read it: not a Kubernetes object at all
+        result.update(operation="CREATE", allowed=False, webhook="", message="; ".join(m for _, m in broken))
+        result["problems"] = [{"field": f, "message": m} for f, m in broken]
+        return result
     api = str(doc.obj.get("apiVersion", ""))
     old = _old_for(doc, olds) if olds is not None else None
     if olds is not None and old is None:
@@ -86,14 +95,16 @@ def check(doc: Document, *, queues: QueueIndex, olds: list[Document] | None, gat
             result["problems"] = [{"field": e.path, "message": e.body()} for e in schema]
             return result
         if old is None:
-            verdict = validate_create(job, queues=queues, pod_level_resources=gates["PodLevelResources"])
+            verdict = validate_create(job, queues=queues, pod_level_resources=gates["PodLevelResources"], max_pods=max_pods)
         else:
-            verdict = validate_update(crd_defaults(old), job)
+            verdict = validate_update(crd_defaults(old), job, max_pods=max_pods)
         result["allowed"], result["message"] = verdict.allowed, verdict.message
         result["problems"] = [{"field": p.field, "message": p.message.strip()} for p in verdict.problems]
     elif doc.kind == "Queue" and api == QUEUE_API:
-        queue = doc.obj if old is not None else apply_patch(doc.obj, queue_patch(doc.obj))
-        refused = name_errors(queue) if old is None else []  # the API server's check, before the webhook
+        queue = crd_queue_defaults(doc.obj)
+        queue = queue if old is not None else apply_patch(queue, queue_patch(queue))
+        # The API server's checks, before the validating webhook: the name (on create) and the CRD schema.
+        refused = (name_errors(queue) if old is None else []) + queue_schema_errors(queue)
         if refused:
             result.update(allowed=False, webhook="", message=schema_message(queue, refused, QUEUE_KIND))
             result["problems"] = [{"field": e.path, "message": e.body()} for e in refused]
@@ -143,9 +154,11 @@ def _print_text(result: dict[str, Any]) -> None:
               help="Kubernetes feature gates that change validation: PodLevelResources (default true).")
 @click.option("--scheduler-name", default=DEFAULT_SCHEDULER, show_default=True,
               help="The mutating webhook's default spec.schedulerName.")
+@click.option("--max-pods-per-job", "max_pods", type=click.IntRange(min=1), default=DEFAULT_MAX_PODS, show_default=True,
+              help="Deny a job whose tasks ask for more pods than this in all (a vcbus bound; the webhook's flag of the same name).")
 @click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def validate_command(files: tuple[str, ...], queue_files: tuple[str, ...], old_files: tuple[str, ...],
-                     feature_gates: tuple[str, ...], scheduler_name: str, output: str) -> None:
+                     feature_gates: tuple[str, ...], scheduler_name: str, max_pods: int, output: str) -> None:
     """Run Volcano's admission webhooks on vcjob and Queue manifests, without a cluster.
 
     A vcjob goes through what the API server would do with it: the CRD defaults,
@@ -169,7 +182,7 @@ def validate_command(files: tuple[str, ...], queue_files: tuple[str, ...], old_f
     gates = parse_feature_gates(feature_gates)
     queues = queue_index(queue_files, docs)
     olds = load_all(list(old_files)) if old_files else None
-    results = [_checked(d, queues=queues, olds=olds, gates=gates, scheduler=scheduler_name) for d in docs]
+    results = [_checked(d, queues=queues, olds=olds, gates=gates, scheduler=scheduler_name, max_pods=max_pods) for d in docs]
     if output == "json":
         click.echo(json.dumps(results, indent=2, ensure_ascii=False))
     else:
