@@ -14,7 +14,17 @@ Figures, each against a floor measured in the same run on the same server:
   alternate raw and vcbus and the medians are compared (fsync makes single
   runs noisy). Target ratio >= 0.7 (the headline `ratio`).
 - decide: records/s through the decider end to end (fetch, engine, publish
-  every output, wait for their acks, ack the record).
+  every output, wait for their acks, ack the record), with the batch path
+  (one atomic batch per stream per decided batch, `vcbus.bus.batching`) and
+  with per-message publishing (`decide_per_message`). Raw publishing is
+  measured both ways too (`publish.raw_records_per_s`: per-message sync,
+  `publish.raw_batch_records_per_s`: atomic batches of 256): `decider_vs_raw`
+  is the decider's outputs/s over raw per-message publishing (the same
+  durability: fsync always), `decider_vs_raw_batch` over raw batches.
+- partitions: a log three times as long decided by one decider process, then
+  by two (2 partitions, one process each), from a common start signal to the
+  moment all are done, best of `rounds`: `partitions_speedup` = one's time /
+  two's.
 - latency: a new vcjob published into VCBUS_K8S until its first command
   arrives on vcbus.cmd.> (the decider in its own process, idle and waiting),
   p50/p99, vs a raw core NATS request/reply round trip (target p99 <= 3x the
@@ -33,6 +43,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import copy
+import dataclasses
 import json
 import pathlib
 import statistics
@@ -47,6 +58,7 @@ OUT = ROOT / "benchmarks" / "out"
 import msgspec  # noqa: E402
 
 from vcbus.bus import subjects as s  # noqa: E402
+from vcbus.bus.batching import BatchWriter  # noqa: E402
 from vcbus.bus.connecting import Bus, open_bus  # noqa: E402
 from vcbus.bus.decider import Decider  # noqa: E402
 from vcbus.bus.projector import rebuild  # noqa: E402
@@ -54,7 +66,7 @@ from vcbus.bus.publisher import check_log, prepare, publish_records  # noqa: E40
 from vcbus.bus.server import EmbeddedServer  # noqa: E402
 from vcbus.bus.streams import stream_config  # noqa: E402
 from vcbus.settings import BusSettings  # noqa: E402
-from statemachines.records import decode  # noqa: E402
+from statemachines.model.records import decode  # noqa: E402
 
 FROZEN = "1970-01-01T00:00:00Z"
 
@@ -69,7 +81,7 @@ def log_file(jobs: int) -> pathlib.Path:
     return path
 
 
-async def wipe(bus: Bus) -> None:
+async def wipe(bus: Bus, *, partitions: int = 1) -> None:
     for name in (s.K8S_STREAM, s.JOBS_STREAM, s.CMDS_STREAM, f"KV_{s.STATUS_BUCKET}", f"KV_{s.HISTORY_BUCKET}",
                  "BENCH_RAW"):
         try:
@@ -78,7 +90,16 @@ async def wipe(bus: Bus) -> None:
             pass
     from vcbus.bus.streams import ensure_streams
 
-    await ensure_streams(bus.js, bus.settings)
+    await ensure_streams(bus.js, dataclasses.replace(bus.settings, partitions=partitions))
+
+
+def bench_settings(url: str) -> BusSettings:
+    """The server at `url`; decider snapshots off (benchmarks/snapshots.py measures those): the decide
+    figures are deciding and storing alone, as before snapshots existed."""
+    settings = BusSettings(nats_url=url)
+    if hasattr(settings, "snapshot_every"):
+        settings = dataclasses.replace(settings, snapshot_every=0)
+    return settings
 
 
 def pct(values: list[float], p: float) -> float:
@@ -91,7 +112,7 @@ def pct(values: list[float], p: float) -> float:
 
 async def raw_stream(bus: Bus) -> None:
     """A fresh stream configured as VCBUS_K8S (file, S2, same duplicate window) on bench.raw.>."""
-    cfg = stream_config(s.K8S_STREAM, bus.settings)
+    cfg = stream_config(s.K8S_STREAM, bus.settings, partitions=1)
     cfg.name, cfg.subjects, cfg.description = "BENCH_RAW", ["bench.raw.>"], "benchmark floor"
     try:
         await bus.js.delete_stream("BENCH_RAW")
@@ -112,6 +133,27 @@ async def raw_publish(bus: Bus, msgs: list[tuple[bytes, str]]) -> float:
             futs = []
     await asyncio.gather(*futs)
     return time.perf_counter() - t0
+
+
+async def raw_batch_publish(bus: Bus, msgs: list[tuple[bytes, str]], *, size: int = 256, depth: int = 4) -> float:
+    """The same bodies as atomic batches of `size` (one durable write each), `depth` batches in flight."""
+    from vcbus.bus.publisher import Prepared
+
+    await raw_stream(bus)
+    writer = BatchWriter(bus.nc, bus.js)
+    await writer.start()
+    t0 = time.perf_counter()
+    inflight: list = []
+    for start in range(0, len(msgs), size):
+        chunk = [Prepared("bench.raw.x", body, {"Nats-Msg-Id": f"b{msg_id}"}) for body, msg_id in msgs[start:start + size]]
+        inflight.extend(await writer.send(chunk))
+        while len(inflight) > depth:
+            await inflight.pop(0).wait(10)
+    for sent in inflight:
+        await sent.wait(10)
+    seconds = time.perf_counter() - t0
+    await writer.close()
+    return seconds
 
 
 async def vcbus_publish(bus: Bus, path: pathlib.Path, *, check: bool) -> float:
@@ -277,11 +319,12 @@ async def run(args: argparse.Namespace) -> dict:
     url = server.start()
     figures: dict = {"jobs": jobs, "records": len(msgs), "mb": round(size / 2**20, 1), "sync_interval": args.sync}
     try:
-        settings = BusSettings(nats_url=url)
+        settings = bench_settings(url)
         async with open_bus(settings) as bus:
-            raw_t, pub_t, full_t = [], [], []
+            raw_t, pub_t, full_t, batch_t = [], [], [], []
             for _ in range(rounds):
                 raw_t.append(await raw_publish(bus, msgs))
+                batch_t.append(await raw_batch_publish(bus, msgs))
                 pub_t.append(await vcbus_publish(bus, path, check=False))
                 full_t.append(await vcbus_publish(bus, path, check=True))
             raw_rate = len(msgs) / statistics.median(raw_t)
@@ -294,21 +337,17 @@ async def run(args: argparse.Namespace) -> dict:
                 "ratio": round(pub_rate / raw_rate, 3),
                 "ratio_with_check": round(full_rate / raw_rate, 3),
                 "rounds": rounds,
+                "raw_batch_records_per_s": round(len(msgs) / statistics.median(batch_t)),
             }
 
             # decide: VCBUS_K8S holds the log from the last publish round
-            t0 = time.perf_counter()
-            decider = Decider(bus, clock=lambda: FROZEN)
-            stats = await decider.run(until_idle=True)
-            dt = time.perf_counter() - t0 - decider.idle  # the final idle poll is not work
-            figures["decide"] = {
-                "records": stats.decided,
-                "outputs": stats.outputs,
-                "records_per_s": round(stats.decided / dt),
-                "outputs_per_s": round(stats.outputs / dt),
-            }
+            figures["decide"] = await decide(bus, atomic=True)
+            await wipe(bus)  # the same log again, outputs published message by message
+            with open(path, "rb") as fh:
+                await publish_records(bus.js, fh, str(path))
+            figures["decide_per_message"] = await decide(bus, atomic=False)
 
-            # rebuild vs a raw ordered consumer over VCBUS_JOBS
+            # rebuild vs a raw ordered consumer over VCBUS_JOBS (the per-message run's outputs)
             n, raw_s = await raw_ordered_read(bus, s.JOBS_STREAM)
             t0 = time.perf_counter()
             views = await rebuild(bus)
@@ -327,11 +366,113 @@ async def run(args: argparse.Namespace) -> dict:
             # the physical floor of a two-hop path through JetStream, in units of the raw RTT
             lat["two_js_hops_p99_vs_raw_rtt"] = round(2 * lat["raw_js_hop_p99_ms"] / lat["raw_rtt_p99_ms"], 1)
             lat["p99_vs_two_js_hops"] = round(lat["event_to_command_p99_ms"] / (2 * lat["raw_js_hop_p99_ms"]), 2)
+
+            runs: dict[int, list[dict]] = {1: [], 2: []}
+            big = log_file(jobs * 3)  # long enough that start-up costs do not dominate
+            for _ in range(rounds):  # alternate, keep each layout's best (the machine is shared)
+                for n in (1, 2):
+                    runs[n].append(await partitioned(bus, big, n))
+            figures["partitions"] = {n: min(r, key=lambda x: x["seconds"]) for n, r in runs.items()}
     finally:
         server.stop()
     figures["ratio"] = figures["publish"]["ratio"]
-    figures["targets"] = {"publish_ratio": 0.7, "latency_p99_vs_raw_rtt": 3.0}
+    d, parts = figures["decide"], figures["partitions"]
+    figures["raw_publish_msgs_per_s"] = figures["publish"]["raw_records_per_s"]
+    figures["raw_batch_publish_msgs_per_s"] = figures["publish"]["raw_batch_records_per_s"]
+    figures["decider_records_per_s"] = d["records_per_s"]
+    figures["decider_outputs_per_s"] = d["outputs_per_s"]
+    figures["decider_vs_raw"] = round(d["outputs_per_s"] / figures["raw_publish_msgs_per_s"], 2)
+    figures["decider_vs_raw_batch"] = round(d["outputs_per_s"] / figures["raw_batch_publish_msgs_per_s"], 2)
+    figures["decider_batch_vs_per_message"] = round(d["records_per_s"] / figures["decide_per_message"]["records_per_s"], 2)
+    figures["partitions_speedup"] = round(parts[1]["seconds"] / parts[2]["seconds"], 2)
+    figures["p99_vs_two_js_hops"] = figures["latency"]["p99_vs_two_js_hops"]
+    from benchmarks.snapshots import snapshot_restart_s  # its own server; details: benchmarks/snapshots.py
+
+    figures["snapshot_restart_s"] = await snapshot_restart_s(quick=args.quick, sync=args.sync)
+    figures["targets"] = {
+        "publish_ratio": 0.7, "latency_p99_vs_raw_rtt": 3.0, "decider_vs_raw": 0.8, "decider_records_per_s": 5000,
+        "partitions_speedup": 1.0, "p99_vs_two_js_hops": 2.0,
+    }
     return figures
+
+
+async def decide(bus: Bus, *, atomic: bool) -> dict:
+    t0 = time.perf_counter()
+    decider = Decider(bus, clock=lambda: FROZEN, atomic=atomic)
+    stats = await decider.run(until_idle=True)
+    dt = time.perf_counter() - t0 - decider.idle  # the final idle poll is not work
+    return {
+        "records": stats.decided,
+        "outputs": stats.outputs,
+        "records_per_s": round(stats.decided / dt),
+        "outputs_per_s": round(stats.outputs / dt),
+    }
+
+
+async def load_log(bus: Bus, path: pathlib.Path, partitions: int) -> None:
+    """The log into VCBUS_K8S fast (atomic batches), routed for `partitions` as `Publisher` does."""
+    from vcbus.bus.partitions import route
+
+    writer = BatchWriter(bus.nc, bus.js)
+    chunk = []
+    for line in open(path, "rb"):
+        if line.strip():
+            msg = prepare(line.strip(), decode(line.strip()))
+            if msg is not None:
+                chunk.append(msg._replace(subject=route(msg.subject, msg.headers.get("Vcbus-Job"), partitions)))
+        if len(chunk) >= 500:
+            for sent in await writer.send(chunk):
+                await sent.wait(30)
+            chunk = []
+    for sent in await writer.send(chunk):
+        await sent.wait(30)
+    await writer.close()
+
+
+async def partitioned(bus: Bus, path: pathlib.Path, n: int) -> dict:
+    """The log in an `n`-partition VCBUS_K8S, decided by `n` decider processes at once."""
+    await wipe(bus, partitions=n)
+    await load_log(bus, path, n)
+    procs = [
+        await asyncio.create_subprocess_exec(
+            sys.executable, __file__, "--decide-worker", bus.url, "--partition", str(k),
+            cwd=ROOT, stdout=asyncio.subprocess.PIPE,
+        )
+        for k in range(n)
+    ]
+    for proc in procs:  # every worker connected and waiting: start them at once
+        assert proc.stdout is not None
+        assert (await asyncio.wait_for(proc.stdout.readline(), 60)).strip() == b"ready"
+    start = time.time()
+    await bus.nc.publish("bench.go", b"")
+    results = []
+    for proc in procs:
+        out, _ = await proc.communicate()
+        assert proc.returncode == 0, f"decider worker failed ({proc.returncode})"
+        results.append(json.loads(out))
+    seconds = max(r["end"] for r in results) - start
+    records = sum(r["records"] for r in results)
+    outputs = sum(r["outputs"] for r in results)
+    return {"seconds": round(seconds, 3), "records": records, "outputs": outputs,
+            "records_per_s": round(records / seconds), "outputs_per_s": round(outputs / seconds)}
+
+
+async def decide_worker(url: str, partition: int) -> dict:
+    """One decider process for `partitioned`: connects, says "ready", decides on "go"."""
+    async with open_bus(bench_settings(url)) as bus:
+        go = asyncio.Event()
+
+        async def on_go(_msg):  # noqa: ANN001
+            go.set()
+
+        await bus.nc.subscribe("bench.go", cb=on_go)
+        await bus.nc.flush()
+        print("ready", flush=True)
+        await go.wait()
+        decider = Decider(bus, clock=lambda: FROZEN, partition=partition)
+        stats = await decider.run(until_idle=True)
+        end = time.time() - decider.idle  # the final idle poll is not work
+    return {"end": end, "records": stats.decided, "outputs": stats.outputs}
 
 
 def main() -> None:
@@ -342,7 +483,12 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, help="publish rounds (medians are compared)")
     ap.add_argument("--samples", type=int, help="latency samples")
     ap.add_argument("--sync", default="always", help="server sync_interval: always (vcbus' default) or e.g. 2m")
+    ap.add_argument("--decide-worker", metavar="URL", help=argparse.SUPPRESS)
+    ap.add_argument("--partition", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.decide_worker:
+        print(json.dumps(asyncio.run(decide_worker(args.decide_worker, args.partition))))
+        return
     figures = asyncio.run(run(args))
     if args.json:
         print(json.dumps(figures))
@@ -355,7 +501,14 @@ def main() -> None:
           "(target >= 0.7)")
     print(f"         ... with the check pass      {p['vcbus_with_check_records_per_s']:>9,} records/s   "
           f"ratio {p['ratio_with_check']:.3f}")
-    print(f"decide   end to end                   {d['records_per_s']:>9,} records/s ({d['outputs_per_s']:,} outputs/s)")
+    dm, parts = figures["decide_per_message"], figures["partitions"]
+    print(f"publish  raw atomic batches of 256    {p['raw_batch_records_per_s']:>9,} records/s")
+    print(f"decide   end to end, batch path       {d['records_per_s']:>9,} records/s ({d['outputs_per_s']:,} outputs/s); "
+          f"outputs/s vs raw publishing {figures['decider_vs_raw']} (target >= 0.8), vs raw batches "
+          f"{figures['decider_vs_raw_batch']}")
+    print(f"         per-message publishing       {dm['records_per_s']:>9,} records/s ({dm['outputs_per_s']:,} outputs/s)")
+    print(f"         1 partition / 2 partitions   {parts[1]['records_per_s']:>9,} / {parts[2]['records_per_s']:,} records/s; "
+          f"speedup {figures['partitions_speedup']}")
     print(f"latency  event -> command             p50 {lat['event_to_command_p50_ms']:.2f} ms, "
           f"p99 {lat['event_to_command_p99_ms']:.2f} ms")
     print(f"         raw request/reply RTT        p50 {lat['raw_rtt_p50_ms']:.2f} ms, p99 {lat['raw_rtt_p99_ms']:.2f} ms"

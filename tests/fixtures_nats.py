@@ -113,6 +113,7 @@ async def wipe(url: str) -> None:
             f"KV_{s.STATUS_BUCKET}",
             f"KV_{s.HISTORY_BUCKET}",
             "KV_vcbus_bridge",
+            "OBJ_vcbus_snapshots",  # vcbus.bus.statesnap
         ):
             with contextlib.suppress(NotFoundError):
                 await js.delete_stream(name)
@@ -202,8 +203,8 @@ def expected_outputs(records: list[tuple[int, bytes]]) -> dict[str, list[tuple[s
     (subject, msg id, body) in order. The engine is a pure fold, so this is the reference."""
     from statemachines import outputs as o
     from statemachines.engine import Engine
-    from statemachines.objects import Job
-    from statemachines.records import Observed, decode
+    from statemachines.model.objects import Job
+    from statemachines.model.records import Observed, decode
     from vcbus.bus.cloudevents import output_id
 
     engine = Engine()

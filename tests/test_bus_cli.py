@@ -86,14 +86,20 @@ async def test_replay_from_the_bus_equals_replay_from_the_file(bus_settings, see
 async def test_status_formats_and_errors(bus_settings, seed_log):
     url = bus_settings.nats_url
     res = vcbus_cli("status", "--nats", url)
-    assert res.returncode == 0 and b"No jobs on the bus." in res.stderr
+    assert res.returncode == 0 and f"No jobs on the bus at {url}.".encode() in res.stderr  # names where it looked
     await publish_file(bus_settings, seed_log)
     await decide_and_project(bus_settings)
     doc = yaml.safe_load(vcbus_cli("status", "-o", "yaml", "--nats", url).stdout)
     assert doc["kind"] == "List" and doc["items"][0]["status"]["retryCount"] == 1
     wide = vcbus_cli("status", "-o", "wide", "-n", "default", "--nats", url).stdout.decode().splitlines()
     assert wide[0].split()[-3:] == ["RUNNING-DURATION", "LAST-TRANSITION", "POISONED"] and "15m58s" in wide[1]
-    assert vcbus_cli("status", "-n", "other", "--nats", url).stdout == b""
+    assert wide[0].split()[6] == "TASKS" and wide[1].split()[6] == "master:Completed,worker:Pending"
+    other = vcbus_cli("status", "-n", "other", "--nats", url)
+    assert other.stdout == b"" and f"No jobs in namespace other on the bus at {url}.".encode() in other.stderr
+    # kubectl's -A and -o name; -n and -A together is an error, as in `vcbus job list`
+    assert vcbus_cli("status", "-A", "-o", "name", "--nats", url).stdout == b"job.batch.volcano.sh/resnet-dist-train\n"
+    res = vcbus_cli("status", "-n", "other", "-A", "--nats", url)
+    assert res.returncode == 2 and res.stderr == b"error: give --namespace or --all-namespaces (-A), not both\n"
     res = vcbus_cli("status", "default/nope", "--nats", url)
     assert res.returncode == 1 and b"error: job default/nope has no status on the bus" in res.stderr
     res = vcbus_cli("status", "a/b/c", "--nats", url)

@@ -9,8 +9,8 @@ import msgspec
 import pytest
 
 from statemachines import outputs as o
-from statemachines.records import Ignored, decode
-from statemachines.status import JobState, JobStatus
+from statemachines.model.records import Ignored, decode
+from statemachines.model.status import JobState, JobStatus
 from vcbus.bus import schemas
 from vcbus.bus import subjects as s
 from vcbus.bus.cloudevents import from_message, headers
@@ -81,6 +81,8 @@ def test_cloudevents_headers_are_binary_mode_with_a_position_derived_id():
         "ce-type": "sh.volcano.job.phase.changed.v1",
         "ce-subject": "ns/j",
         "ce-causationid": "42",
+        "ce-datacontenttype": "application/json",
+        "ce-dataschema": "urn:vcbus:schema:job.phase.changed.v1",
         "content-type": "application/json",
         "ce-time": "2026-11-30T08:00:00Z",
     }
@@ -88,6 +90,8 @@ def test_cloudevents_headers_are_binary_mode_with_a_position_derived_id():
     assert ev.data == out and ev.stream_seq == 7 and ev.causation == 42
     structured = ev.structured()
     assert structured["data"]["from"] == "Pending" and structured["type"] == "sh.volcano.job.phase.changed.v1"
+    assert structured["dataschema"] == "urn:vcbus:schema:job.phase.changed.v1"
+    assert structured["datacontenttype"] == "application/json"
 
 
 def test_commands_carry_their_causation_and_decode_typed():

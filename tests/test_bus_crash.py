@@ -1,6 +1,7 @@
 """Crash safety: SIGKILL the decider (a real `vcbus up` process) at random points, 10 times.
 
-The log of 30 jobs is published first; each round starts the decider, lets it
+The log of 100 jobs is published first (long enough that ten random kills do
+not outlast the pipelined decider); each round starts the decider, lets it
 decide for a random moment and kills it with SIGKILL, wherever it is (between
 receiving a record and acking it, mid-publish, mid-rebuild). A last run then
 decides the rest. The streams must hold exactly what one uninterrupted run
@@ -26,6 +27,15 @@ from vcbus.bus.connecting import open_bus
 pytestmark = [pytest.mark.nats, pytest.mark.slow]
 
 ROUNDS = 10
+
+
+@pytest.fixture(scope="module")
+def long_log(tmp_path_factory: pytest.TempPathFactory):
+    from benchmarks.replay import generate
+
+    path = tmp_path_factory.mktemp("logs") / "jobs-100.jsonl"
+    generate(path, 100, wave=10)
+    return path
 
 
 async def start_decider(url: str, *extra: str) -> asyncio.subprocess.Process:
@@ -54,11 +64,11 @@ async def ack_floor(settings) -> int:
     return info.ack_floor.stream_seq
 
 
-async def test_killing_the_decider_at_random_points_loses_and_repeats_nothing(bus_settings, many_jobs_log):
+async def test_killing_the_decider_at_random_points_loses_and_repeats_nothing(bus_settings, long_log):
     seed = int(os.environ.get("VCBUS_CRASH_SEED") or random.randrange(1 << 30))
     rng = random.Random(seed)
     url = bus_settings.nats_url
-    pub = await publish_file(bus_settings, many_jobs_log)
+    pub = await publish_file(bus_settings, long_log)
     total = pub.last_seq
 
     floors = []

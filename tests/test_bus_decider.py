@@ -73,6 +73,8 @@ async def test_outputs_are_stored_in_order_with_position_ids_and_cloudevents_hea
             assert h["ce-specversion"] == "1.0" and h["ce-source"] == "/vcbus"
             assert h["ce-type"] == "sh.volcano." + o.tag_of(type(out)) and h["ce-subject"] == out.job
             assert h["ce-causationid"] == str(out.seq) and h["content-type"] == "application/json"
+            assert h["ce-datacontenttype"] == "application/json"
+            assert h["ce-dataschema"] == "urn:vcbus:schema:" + o.tag_of(type(out))
 
 
 async def test_a_restarted_decider_continues_without_duplicates(bus_settings, many_jobs_log):

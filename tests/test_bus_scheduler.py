@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from statemachines import outputs as o
-from statemachines.records import decode
+from statemachines.model.records import decode
 from statemachines.scheduler.config import DEFAULT_CONFIG
 from statemachines.scheduler.session import run_session
 from tests.fixtures_nats import stream_messages, vcbus_cli

@@ -5,12 +5,26 @@ function of the stream alone and needs no storage of its own:
 
 1. **Rebuild.** A durable consumer (`vcbus-decider`) remembers how far the
    decider got: its ack floor. On start the decider re-applies VCBUS_K8S from
-   sequence 1 up to the ack floor to its engine, publishing nothing.
-2. **Decide.** Then it takes the records after the floor one at a time, in
-   stream order (a missing sequence is fetched directly, so a redelivery can
-   never overtake), applies each to the engine and publishes the outputs. Each
-   output's `Nats-Msg-Id` (and CloudEvents id) is `<K8S seq>:<index>`.
-3. **Ack** a record only after JetStream has acknowledged all its outputs.
+   sequence 1 up to the ack floor to its engine, publishing nothing; from its
+   newest valid snapshot instead of sequence 1 when it has one
+   (`vcbus.bus.statesnap`: saved every `snapshot_every` records and on a clean
+   stop, only when every record it covers has its outputs stored).
+2. **Decide, pipelined.** Then it takes the records after the floor in stream
+   order, in batches of whatever has arrived (`vcbus.bus.pulling`: pull
+   requests are kept open, so a lone record is decided the moment it is
+   stored and a burst in batches of up to `batch`; no timer ever waits for a
+   batch to fill). A missing sequence is fetched directly, so a redelivery can
+   never overtake. Each output's `Nats-Msg-Id` (and CloudEvents id) is
+   `<K8S seq>:<index>`. A batch's commands, then its events, go out as one
+   atomic batch per stream (`vcbus.bus.batching`: one durable write each);
+   while the server stores them the decider already decides the next batch,
+   which is sent once they are stored (`depth`: a failed batch must never be
+   overtaken by the next one, or the streams would lose their order).
+3. **Ack** the records of a batch, in order, only after JetStream has
+   acknowledged all its outputs (and those of every batch before it).
+
+One decider per partition (`vcbus.bus.partitions`; one partition by default):
+`vcbus.bus.ownership` refuses a second one for a partition a live decider owns.
 
 A crash anywhere between receiving a record and acking it means the record is
 decided again after the restart: the same outputs with the same ids, which
@@ -36,7 +50,7 @@ the happy path. Records set aside stay set aside: the decider reads its
 poison events back on start and skips those sequences when rebuilding, so
 `vcbus poison retry` (a re-published copy) is the only way to decide one again.
 Timestamps that are not RFC 3339 do not poison a record: they are treated as
-absent (`statemachines.records.checked_times`), logged and counted in
+absent (`statemachines.model.records.checked_times`), logged and counted in
 `stats.bad_times`.
 """
 
@@ -55,22 +69,31 @@ from nats.js.errors import NotFoundError
 
 from statemachines import outputs as o
 from statemachines.engine import Engine
-from statemachines.objects import Job
-from statemachines.records import Observed, decode
-from statemachines.timefmt import fmt
+from statemachines.model.objects import Job
+from statemachines.model.records import Observed, decode
+from statemachines.model.timefmt import fmt
+from vcbus.bus import partitions as parts
 from vcbus.bus import subjects as s
+from vcbus.bus.batching import BatchWriter
 from vcbus.bus.cloudevents import headers as ce_headers
 from vcbus.bus.cloudevents import output_id
 from vcbus.bus.connecting import Bus
+from vcbus.bus.consumers import open_decider_consumer
 from vcbus.bus.errors import BusError
+from vcbus.bus.flights import Flight, restore
+from vcbus.bus.ownership import Ownership
 from vcbus.bus import poison as p
 from vcbus.bus.publisher import Prepared, timer_message
+from vcbus.bus.pulling import Puller
 from vcbus.bus.reading import read_stream
+from vcbus.bus import statesnap
 from vcbus.bus.supervising import supervise
+from vcbus.errors import UserError
+from vcbus.observability import metrics
 
 log = logging.getLogger("vcbus.decider")
 
-DURABLE = "vcbus-decider"
+DURABLE = parts.DURABLE
 PUBLISH_ATTEMPTS = 5
 
 
@@ -87,6 +110,8 @@ class DeciderStats(msgspec.Struct):
     poison: int = 0  # records set aside (a record.poison.v1 event each)
     bad_times: int = 0  # records with a timestamp that is not RFC 3339 (treated as absent)
     rollbacks: int = 0  # engine refolds after a record failed mid-apply
+    restored: int = 0  # the K8S sequence the start's snapshot covered (0: refolded from sequence 1)
+    snapshots: int = 0  # snapshots saved by this run (vcbus.bus.statesnap)
 
 
 class Decider:
@@ -97,25 +122,47 @@ class Decider:
         engine: Engine | None = None,
         publish_commands: bool = True,
         clock: Callable[[], str] = wall_clock,
-        batch: int = 64,
+        batch: int = 256,
         idle: float = 0.25,
+        depth: int = 1,
+        partition: int | None = None,
+        atomic: bool = True,
     ) -> None:
         self.bus = bus
         self.js = bus.js
-        self.engine = engine or Engine()
+        self.engine = engine or Engine(max_pods=bus.settings.max_pods_per_job)
         # Observe-only: nothing acts on the commands, so none is stored (a later full-mode
         # actuator must never carry out what was decided while only watching).
         self.publish_commands = publish_commands
         self.clock = clock
         self.batch = batch
         self.idle = idle
+        # Decided batches queued unacked besides the one being sent. Whatever the depth, a batch's
+        # commands (events) go out only once the batch before it has its commands (events) stored
+        # (`_send`), so a failed batch (a leader change, a timeout) is never overtaken by the next one.
+        self.depth = max(1, depth)
+        self.atomic = atomic  # False: outputs published message by message (the benchmark's comparison)
+        self.partition_index = partition  # which partition of VCBUS_K8S (None: 0)
+        self.partition = parts.Partition()
         self.applied = 0
         self.stats = DeciderStats()
         self._timers_sent: set[str] = set()
         self.poisoned: set[int] = set()  # VCBUS_K8S sequences set aside (never folded)
         self._retried: set[int] = set()  # poisoned sequences whose retry was decided
         self._rebuilt = False
+        self._owner: Ownership | None = None
+        self._writer: BatchWriter | None = None
+        self._puller: Puller | None = None
+        self._careful_until = 0  # records up to here may have stored outputs: sent one by one
+        self._sent_upto = 0  # the last record whose outputs were sent
+        self._flights: list[Flight] = []  # sent, not yet stored-and-acked, in stream order
+        self._records: list[Msg] = []  # the batch being decided: records to ack
+        self._commands: list[Prepared] = []
+        self._events: list[Prepared] = []
         self.ready = asyncio.Event()
+        self.snapshot_every = getattr(bus.settings, "snapshot_every", 0)  # records between snapshots (0: none)
+        self.snapshots: statesnap.Store | None = None
+        self._base: statesnap.Restored | None = None  # the newest snapshot: where a refold starts
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -124,42 +171,78 @@ class Decider:
 
         Transient bus failures restart the session, which continues from the
         last decided record with the engine state it has (`vcbus.bus.supervising`).
+        Raises `PartitionOwned` when a live decider owns the partition already.
         """
         stop = stop or asyncio.Event()
-        await supervise(
-            "decider",
-            lambda: self._session(stop, until_idle),
-            progress=lambda: self.applied,
-            stop=stop,
-            until_idle=until_idle,
-            log=log,
-        )
+        try:
+            await supervise(
+                "decider",
+                lambda: self._session(stop, until_idle),
+                progress=lambda: self.applied,
+                stop=stop,
+                until_idle=until_idle,
+                log=log,
+            )
+        finally:
+            if self._owner is not None:
+                await self._owner.release()
+                self._owner = None
+            if self._writer is not None:
+                await self._writer.close()
         return self.stats
 
     async def _session(self, stop: asyncio.Event, until_idle: bool) -> None:
-        floor = await self._consumer()
+        if self._owner is None:
+            count = await parts.partitions(self.js)
+            try:
+                self.partition = parts.Partition(self.partition_index or 0, count)
+            except ValueError as err:
+                raise UserError(f"decider: {err}") from None
+            owner = Ownership(self.bus.nc, s.K8S_STREAM, self.partition.consumer, partition=self.partition.name)
+            await owner.claim()
+            self._owner = owner
+        if self.snapshots is None and self.snapshot_every:
+            self.snapshots = statesnap.Store(
+                self.js, owner=self.partition.consumer, stream=s.K8S_STREAM, config=self._snapshot_config()
+            )
+        floor, group = await self._consumer()
         if not self._rebuilt:
             t0 = time.perf_counter()
             await self._rebuild(floor)
             self._rebuilt = True
             log.info(
-                "decider: state rebuilt from %d records in %.2fs; deciding from seq %d",
+                "decider: partition %s: state rebuilt from %d records in %.2fs; deciding from seq %d",
+                self.partition.name,
                 self.stats.rebuilt,
                 time.perf_counter() - t0,
                 floor + 1,
             )
+        if self._writer is None:
+            info = await self.js.stream_info(s.JOBS_STREAM)
+            self._writer = BatchWriter(self.bus.nc, self.js, atomic=self.atomic and bool(info.config.allow_atomic))
+        if self._flights:  # a failed session's outputs: store them (again) before going on
+            # kept until stored: if this fails too (the server is still away), the next session
+            # must try them again, or their records would be skipped with their outputs lost
+            res = await restore(self._writer, self._flights, self.bus.settings.publish_timeout)
+            self._flights = []
+            self._count(res)
+        self._sent_upto = self.applied
         info = await self.js.stream_info(s.K8S_STREAM)
         first = int(info.state.first_seq or 1)
         if self.applied < first - 1:  # older records were removed (limits, purge): nothing to fill in
             self.applied = first - 1
         await self._reset()
-        sub = await self.js.pull_subscribe_bind(durable=DURABLE, stream=s.K8S_STREAM)
+        puller = Puller(self.bus.nc, s.K8S_STREAM, self.partition.consumer, batch=self.batch, group=group)
+        self._puller = puller
+        await puller.start()
         self.ready.set()
         try:
             while not stop.is_set():
-                try:
-                    msgs = await sub.fetch(self.batch, timeout=self.idle)
-                except (nats.errors.TimeoutError, asyncio.TimeoutError):
+                await self._complete(block=False)
+                msgs = await puller.take(self.batch, timeout=self.idle)
+                if not msgs:
+                    if self._flights:
+                        continue  # a flight finished (or is slow): complete it first
                     if await self._fire_due_timers():
                         continue
                     if until_idle and await self._caught_up():
@@ -167,50 +250,45 @@ class Decider:
                     continue
                 for msg in msgs:
                     await self._handle(msg)
-                    if stop.is_set():
-                        break
+                await self._send()
+                if self.snapshots is not None and self.snapshots.due(self.applied, self.snapshot_every):
+                    await self._drain()
+                    await self._snapshot()
+            while self._flights:  # stopping: store and ack what was decided
+                await self._complete(block=True)
+            if self.snapshots is not None and self.applied > self.snapshots.saved_seq:
+                await self._snapshot()  # a clean stop: the next start folds nothing
         finally:
-            try:
-                await sub.unsubscribe()
-            except Exception:  # the connection may be gone already
-                pass
+            self._puller = None
+            await puller.close()
 
-    async def _consumer(self) -> int:
-        """Create the durable consumer if needed; return its ack floor (the last decided seq)."""
-        try:
-            info = await self.js.consumer_info(s.K8S_STREAM, DURABLE)
-        except NotFoundError:
-            info = await self.js.add_consumer(
-                s.K8S_STREAM,
-                api.ConsumerConfig(
-                    name=DURABLE,
-                    durable_name=DURABLE,
-                    description="vcbus decider: acks a record once its outputs are stored",
-                    deliver_policy=api.DeliverPolicy.ALL,
-                    ack_policy=api.AckPolicy.EXPLICIT,
-                    ack_wait=self.bus.settings.ack_wait,
-                    max_ack_pending=self.batch * 4,
-                    max_deliver=-1,
-                    filter_subject=f"{s.K8S_PREFIX}.>",
-                ),
-            )
-        floor = info.ack_floor.stream_seq if info.ack_floor is not None else 0
-        return int(floor or 0)
+    async def _consumer(self) -> tuple[int, str | None]:
+        """Open the partition's durable consumer (`vcbus.bus.consumers`); return its ack floor and
+        priority group, and note up to where records may have outputs stored already."""
+        pos = await open_decider_consumer(
+            self.bus.nc, self.partition, self.bus.settings, max_ack_pending=self.batch * (self.depth + 2)
+        )
+        self._careful_until = pos.delivered
+        return pos.floor, pos.group
 
     async def _reset(self) -> None:
         """Redeliver what a crashed run had received but not acked now, not after AckWait."""
         try:
-            await self.js.reset_consumer(s.K8S_STREAM, DURABLE, seq=self.applied + 1)
+            await self.js.reset_consumer(s.K8S_STREAM, self.partition.consumer, seq=self.applied + 1)
         except Exception as err:  # servers before 2.14 have no reset; order is kept anyway (`_handle`)
             log.debug("decider: consumer reset unavailable (%s); relying on redelivery", err)
 
     async def _rebuild(self, floor: int) -> None:
         self.poisoned |= await p.poisoned_sequences(self.js)
         self._retried |= await p.retried_sequences(self.js)
-        if floor <= 0:
+        if self.snapshots is not None:  # the newest valid snapshot, else a refold from sequence 1
+            self._base = await self.snapshots.restore(kind=Engine, hooks=self._hooks())
+            self.stats.restored = self._base.seq if self._base is not None else 0
+        upto = max(floor, self.stats.restored)  # a snapshot past the floor: its records' outputs are stored
+        if upto <= 0:
             return
-        found = await self._refold(floor)
-        self.stats.rebuilt = self.applied
+        found = await self._refold(upto)
+        self.stats.rebuilt = self.applied - self.stats.restored
         self.applied = max(self.applied, floor)
         # Records that failed but have no poison event (set aside before poison events existed,
         # or a crash in between): record them now (same msg ids, so at most once).
@@ -218,22 +296,26 @@ class Decider:
             await self._store([self._poison(seq, subject, reason, job)], what=f"poison event of record {seq}")
 
     async def _refold(self, upto: int) -> list[tuple[int, str, str, str]]:
-        """A fresh engine folded from sequence 1 to `upto`, skipping the poisoned records.
+        """A fresh engine folded from sequence 1 (from the newest snapshot, `_base`, when it
+        covers at most `upto`) to `upto`, skipping the poisoned records.
 
         A record that fails and is not known as poisoned yet is added to them and the
         fold starts over (its failure may have left the engine half-applied). Returns
         those newly found (seq, subject, reason, job)."""
         found: list[tuple[int, str, str, str]] = []
         while True:
-            self.engine = self._fresh_engine()
-            self.applied = 0
+            base = self._base if self._base is not None and self._base.seq <= upto else None
+            self.engine = self._fresh_engine() if base is None else self._snapshot_engine(base)
+            self.applied = 0 if base is None else base.seq
             failed = None
-            batches = read_stream(self.js, s.K8S_STREAM, end_seq=upto, batch=512)
+            batches = read_stream(
+                self.js, s.K8S_STREAM, start_seq=self.applied + 1, end_seq=upto, batch=512, filters=self.partition.filters
+            )
             try:
                 async for batch in batches:
                     for msg in batch:
                         seq = msg.metadata.sequence.stream
-                        if seq not in self.poisoned:
+                        if seq not in self.poisoned and self.partition.mine(msg.subject):
                             result = self._decide(seq, msg.subject, msg.data, prepare=False)
                             if isinstance(result, p.Failure):
                                 if not result.dirty:  # failed before the engine saw it: no restart
@@ -262,23 +344,120 @@ class Decider:
             strict_queues=e.strict_queues,
             render_pod=e._render_pod,
             render_podgroup=e._render_podgroup,
+            max_pods=e.max_pods,
         )
 
+    # ------------------------------------------------------------------ snapshots (vcbus.bus.statesnap)
+
+    def _hooks(self) -> dict:
+        """What the engine refers to but a snapshot does not hold: re-attached from this process."""
+        return {"render_pod": self.engine._render_pod, "render_podgroup": self.engine._render_podgroup}
+
+    def _snapshot_config(self) -> str:
+        """What a snapshot's engine must have been built with to be this decider's (else it is ignored)."""
+        e = self.engine
+
+        def named(f: object) -> str | None:
+            return None if f is None else f"{getattr(f, '__module__', '?')}.{getattr(f, '__qualname__', '?')}"
+
+        return msgspec.json.encode(
+            {
+                "explain": e.explain, "timers": e.timer_mode, "strict_queues": e.strict_queues, "max_pods": e.max_pods,
+                "render_pod": named(e._render_pod), "render_podgroup": named(e._render_podgroup),
+                "partition": self.partition.name, "partitions": self.partition.count,
+            }
+        ).decode()
+
+    def _snapshot_engine(self, base: statesnap.Restored) -> Engine:
+        return statesnap.load_payload(base.payload, hooks=self._hooks())
+
+    async def _snapshot(self) -> None:
+        """Save the engine as covering `applied`, only when every record up to it has its outputs
+        stored (no flight, nothing decided unsent): a restart from it repeats and loses nothing."""
+        if self.snapshots is None or self._flights or self._records or self._commands or self._events:
+            return
+        saved = await self.snapshots.save(self.applied, self.engine, hooks=self._hooks())
+        if saved is not None:
+            self._base = saved
+            self.stats.snapshots += 1
+
     async def _caught_up(self) -> bool:
+        if self.partition.count > 1:  # the stream's last record may be another partition's
+            info = await self.js.consumer_info(s.K8S_STREAM, self.partition.consumer)
+            return not info.num_pending and not info.num_ack_pending
         info = await self.js.stream_info(s.K8S_STREAM)
         return self.applied >= int(info.state.last_seq or 0)
+
+    # ------------------------------------------------------------------ the pipeline
+
+    async def _send(self) -> None:
+        """Send the outputs of the records decided since the last send, as one flight.
+
+        Records up to `_careful_until` (delivered to a run that died before acking them) may have
+        outputs stored already: an atomic batch holding one of them would be refused whole (and
+        stored message by message only after the flights sent behind it), so such a flight goes
+        message by message."""
+        if not self._records and not self._commands and not self._events:
+            self._sent_upto = self.applied
+            return
+        while len(self._flights) >= self.depth + 1:  # bound the queue (see `depth`)
+            await self._complete(block=True)
+        before = self._flights[-1] if self._flights else None
+        careful = self._sent_upto < self._careful_until
+        self._sent_upto = self.applied
+        records, commands, events = self._records, self._commands, self._events
+        self._records, self._commands, self._events = [], [], []
+        # queued before anything is sent: if sending fails half-way, the next session stores it all again
+        flight = Flight(records, commands + events, [], self.applied)
+        self._flights.append(flight)
+        assert self._writer is not None
+        timeout = self.bus.settings.publish_timeout
+        # Per stream, a batch goes out once the batch before it in that stream is stored: a failed one
+        # is never overtaken (the streams keep their order), and commands need not wait for events.
+        if commands:
+            if before is not None:
+                await before.stored(before.commands, timeout)
+            flight.commands = await self._writer.send(commands, atomic=not careful)
+            flight.sent += flight.commands
+        if events:
+            if commands:
+                await asyncio.sleep(0)  # let the client's flusher put the commands on the wire now
+            if before is not None:
+                await before.stored(before.events, timeout)
+            flight.events = await self._writer.send(events, atomic=not careful)
+            flight.sent += flight.events
+        if self._puller is not None:
+            flight.when_done(self._puller.poke)
+
+    async def _complete(self, *, block: bool) -> None:
+        """Ack the leading flights whose outputs are stored; with `block`, wait for the oldest first."""
+        while self._flights and (block or self._flights[0].done()):
+            res = await self._flights[0].complete(self.bus.settings.publish_timeout)
+            self._flights.pop(0)
+            self._count(res)
+            block = False
+
+    def _count(self, res) -> None:  # noqa: ANN001
+        self.stats.outputs += res.stored
+        self.stats.duplicates += res.duplicates
+
+    async def _drain(self) -> None:
+        await self._send()
+        while self._flights:
+            await self._complete(block=True)
 
     # ------------------------------------------------------------------ one record
 
     async def _handle(self, msg: Msg) -> None:
         seq = msg.metadata.sequence.stream
         if seq <= self.applied:
-            await msg.ack()  # a redelivery of something already decided
+            self._records.append(msg)  # a redelivery of something already decided: ack with this batch
             return
-        while self.applied + 1 < seq:  # fill a gap from the stream itself: order is the fold's
-            await self._decide_missing(self.applied + 1)
+        if self.partition.count == 1:
+            while self.applied + 1 < seq:  # fill a gap from the stream itself: order is the fold's
+                await self._decide_missing(self.applied + 1)
         await self._decide_live(seq, msg.subject, msg.data, msg.headers)
-        await msg.ack()
+        self._records.append(msg)
 
     async def _decide_missing(self, seq: int) -> None:
         try:
@@ -289,12 +468,13 @@ class Decider:
         await self._decide_live(seq, raw.subject or "", raw.data or b"", raw.headers)
 
     async def _decide_live(self, seq: int, subject: str, data: bytes, headers: dict | None) -> None:
-        """Decide one record and store its outputs, or set it aside; `applied` = seq after."""
-        if seq in self.poisoned:  # set aside before a crash, not acked yet: stays aside
+        """Decide one record and queue its outputs, or set it aside; `applied` = seq after."""
+        if seq in self.poisoned or not self.partition.mine(subject):  # set aside, or another partition's
             self.applied = seq
             return
         result = self._decide(seq, subject, data, prepare=True)
         if isinstance(result, p.Failure):
+            await self._drain()  # everything decided before it is stored first: order holds
             self.stats.poison += 1
             log.warning("decider: record %s seq %d set aside: %s", subject, seq, result.reason)
             if result.dirty:  # the engine may be half-applied: refold it up to the record before
@@ -309,7 +489,8 @@ class Decider:
         retry_of = (headers or {}).get(p.RETRY_OF)
         if retry_of and retry_of.isdigit() and events is not None:
             events.append(self._retried_message(seq, int(retry_of), subject, data))
-        await self._publish(seq, commands, events)
+        self._commands.extend(commands)
+        self._events.extend(events)
         self.applied = seq
         self.stats.decided += 1
 
@@ -336,7 +517,12 @@ class Decider:
         source = self.bus.settings.ce_source
         commands: list[Prepared] = []
         events: list[Prepared] = []
+        shared_elsewhere = self.partition.count > 1 and self.partition.index != 0
         for i, out in enumerate(outs):
+            if shared_elsewhere and out.job.startswith("_/"):
+                continue  # queue-scoped outputs: partition 0's decider publishes them (vcbus.bus.partitions)
+            if prepare:  # live decisions only (not a rebuild): /metrics vcbus_decisions_total
+                metrics.decided(out, command=o.is_command(out))
             if o.is_command(out):
                 subject = s.command_subject(out.job)
                 if prepare and self.publish_commands:
@@ -361,18 +547,6 @@ class Decider:
         return p.retried_message(
             p.retried_event(seq, original, subject, data, now=self.clock()), source=self.bus.settings.ce_source
         )
-
-    async def _publish(self, seq: int, commands: list[Prepared], events: list[Prepared]) -> None:
-        if not commands and not events:
-            return
-        # Commands first, sent before the events are even prepared for sending: the cluster side
-        # waits for them. Each stream still gets its messages in decision order (the ids keep
-        # the index in the record's outputs).
-        for ack in await self._store(commands, events, what=f"outputs of record {seq}"):
-            if ack.duplicate:
-                self.stats.duplicates += 1
-            else:
-                self.stats.outputs += 1
 
     async def _store(
         self, first: list[Prepared], then: list[Prepared] | None = None, *, what: str
@@ -409,7 +583,10 @@ class Decider:
         due = [t for t in pending if t.due <= now and t.id not in self._timers_sent]
         if not due:
             return 0
-        await self._store([timer_message(t) for t in due], what=f"{len(due)} TIMER record(s)")
+        count = self.partition.count
+        timers = [timer_message(t) for t in due]
+        timers = [m._replace(subject=parts.route(m.subject, m.headers.get("Vcbus-Job"), count)) for m in timers]
+        await self._store(timers, what=f"{len(due)} TIMER record(s)")
         self._timers_sent.intersection_update(t.id for t in pending)
         self._timers_sent.update(t.id for t in due)
         self.stats.timers += len(due)

@@ -6,13 +6,14 @@ scripts can tell "the bus is down" from "your input is bad", exit code 2).
 
 from __future__ import annotations
 
+from vcbus import exitcodes
 from vcbus.errors import UserError
 
 
 class BusError(UserError):
     """The bus cannot be used: no server, a failed publish, a stream with an unexpected shape."""
 
-    exit_code = 3
+    exit_code = exitcodes.BUS
 
 
 class ServerError(BusError):

@@ -13,7 +13,7 @@ import datetime as dt
 import tempfile
 from typing import BinaryIO
 
-from statemachines.timefmt import normalize, parse
+from statemachines.model.timefmt import normalize, parse
 from vcbus.bus import subjects as s
 from vcbus.bus.connecting import Bus
 from vcbus.bus.reading import read_stream
@@ -50,7 +50,7 @@ def belongs(headers: dict[str, str] | None, job: str) -> bool:
     h = headers or {}
     owner = h.get("Vcbus-Job")
     if owner is not None:
-        return owner == job
+        return owner == s.header_value(job)
     return h.get("Vcbus-Namespace", "") == ""  # queues: every job's log needs them
 
 
@@ -78,9 +78,9 @@ def open_bus_log(url: str | None) -> tuple[BinaryIO, str]:
     import asyncio
 
     from vcbus.bus.connecting import open_bus
-    from vcbus.settings import from_environment
+    from vcbus.settings import from_flags
 
-    settings = from_environment(nats_url=url or None)
+    settings = from_flags(url or None, None)  # with the credential flags of the command, if any
 
     async def _spool() -> tuple[BinaryIO, str]:
         async with open_bus(settings, name="vcbus-replay") as bus:

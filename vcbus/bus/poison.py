@@ -30,7 +30,7 @@ import msgspec
 from nats.js import JetStreamContext
 
 from statemachines import outputs as o
-from statemachines.records import Observed, decode
+from statemachines.model.records import Observed, decode
 from vcbus.bus import subjects as s
 from vcbus.bus.cloudevents import headers as ce_headers
 from vcbus.bus.cloudevents import MSG_ID
@@ -75,7 +75,7 @@ def job_of(subject: str, decoded: Any = None) -> str:
         if job:
             return usable_job(job)
     parts = subject.split(".")
-    if len(parts) == 5 and f"{parts[0]}.{parts[1]}" == s.K8S_PREFIX and parts[2] in ("job", s.TIMER_KIND):
+    if len(parts) in (5, 7) and f"{parts[0]}.{parts[1]}" == s.K8S_PREFIX and parts[2] in ("job", s.TIMER_KIND):
         ns, name = s.untoken(parts[3]), s.untoken(parts[4])
         if ns != s.CLUSTER_SCOPE:
             return usable_job(f"{ns}/{name}")

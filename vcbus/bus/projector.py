@@ -7,14 +7,22 @@ Views (the same folds `vcbus replay` uses, `projections/`):
 - `vcbus_history`, same keys: the job's entry of the `vcbus replay --json`
   report (status, phase history, actions, divergences, errors, pending
   timers; docs/replay.md) without `commands` (those are VCBUS_CMDS, which
-  this fold does not read); kept after the job is deleted.
+  this fold does not read); kept after the job is deleted, for the
+  settings' `history_retention` (record time after the deletion, a week by
+  default; `VCBUS_HISTORY_RETENTION`), then its key is deleted. Once written,
+  a deleted job's history is in the bucket only, not in the projector's
+  memory (`projections.history.DeletedJobs`): the memory of a long-running
+  projector follows the live jobs, not the log's length.
 - `_position` in both buckets: the last VCBUS_JOBS sequence folded in.
 
 Writes are batched: the projector folds everything available (up to a batch),
 then writes each touched key once and the position last. On start it
 refolds VCBUS_JOBS in memory up to the stored position (writing nothing) and
 continues after it, so a crash between a view write and the position write
-only means some keys are written again with the same value.
+only means some keys are written again with the same value. The refold starts
+from the newest valid snapshot of the views when there is one
+(`vcbus.bus.statesnap`: saved every `snapshot_every` events, right after a
+write, and on a clean stop).
 
 `rebuild` purges both buckets and refolds from sequence 1; since every value
 is a function of the events up to the position, the result equals the live
@@ -25,7 +33,7 @@ exception) is skipped, counted (`Views.poison`) and, live, reported as a
 `record.poison.v1` event (component `projector`, stream VCBUS_JOBS;
 `vcbus.bus.poison`); a failure while building one job's values skips that
 job's write the same way. A record.poison event itself is never reported
-again (no loop).
+again (no loop). The fold in memory is `vcbus.bus.views.Views`.
 """
 
 from __future__ import annotations
@@ -33,151 +41,29 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, NamedTuple
+from typing import Any
 
 import msgspec
 from nats.js.errors import KeyNotFoundError, NotFoundError
 
-from projections.history import HistoryView
-from projections.replay import job_report
-from projections.status import StatusView
-from statemachines import outputs as o
-from statemachines.timefmt import fmt
+from projections.history import DEFAULT_RETENTION
+from statemachines.model.timefmt import fmt
 from vcbus.bus import poison
 from vcbus.bus import subjects as s
 from vcbus.bus.connecting import Bus
 from vcbus.bus.errors import BusError
+from vcbus.bus import statesnap
 from vcbus.bus.reading import read_bucket, read_stream
 from vcbus.bus.streams import last_seq, purge_bucket
 from vcbus.bus.supervising import supervise
+from vcbus.bus.views import BUCKETS, MAX_VALUE, Views  # noqa: F401 - part of this module's interface
 
 log = logging.getLogger("vcbus.projector")
+SNAPSHOT_OWNER = "vcbus-projector"  # its snapshots' names in the object store (vcbus.bus.statesnap)
 
 
 def wall_clock() -> str:
     return fmt(int(time.time()))
-
-BUCKETS = (s.STATUS_BUCKET, s.HISTORY_BUCKET)
-MAX_VALUE = 900_000  # bytes; a history over this drops its oldest actions (fits any server's 1 MB)
-CLUSTER_JOB = s.CLUSTER_SCOPE + "/"  # job key prefix of cluster-scoped outputs (queues, `_/scheduler`)
-_encode = msgspec.json.Encoder().encode
-
-
-class PendingTimer(NamedTuple):
-    """What `job_report` needs of a pending timer (the engine's `Timer` has the same fields)."""
-
-    id: str
-    action: str
-    due: str
-    pod: str
-    policy: str
-
-
-class Views:
-    """Status, history and pending timers per job, and the last folded VCBUS_JOBS sequence."""
-
-    def __init__(self) -> None:
-        self.statuses = StatusView()
-        self.history = HistoryView(keep_commands=False)  # commands live in VCBUS_CMDS, not here
-        self.timers: dict[str, dict[str, tuple[int, o.TimerScheduled]]] = {}
-        self.position = 0
-        self.undecodable = 0
-        self.poison = 0  # events set aside (undecodable or failing to fold)
-        self.failed: list[tuple[int, str, str, str]] = []  # (seq, subject, reason, job) not yet reported
-
-    def apply(self, seq: int, data: bytes, subject: str = "") -> str | None:
-        """Fold the event stored at `seq`; return its job (None if already folded or unreadable)."""
-        if seq <= self.position:
-            return None
-        self.position = seq
-        try:
-            return self._apply(seq, data)
-        except Exception as err:  # poison, never a halt (RecursionError included)
-            self.poison += 1
-            reason = poison.reason_of(err)
-            log.warning("projector: event seq %d %s set aside: %s", seq, subject, reason)
-            if not subject.endswith("." + s.event_subtype(poison.POISON_TAG)):
-                self.failed.append((seq, subject, reason, _job_of_event_subject(subject)))
-            return None
-
-    def _apply(self, seq: int, data: bytes) -> str | None:
-        try:
-            event = o.output_decoder.decode(data)
-        except msgspec.DecodeError as err:
-            self.undecodable += 1
-            raise ValueError(f"event not readable: {err}") from None
-        if event.job.startswith(CLUSTER_JOB):
-            return None  # the scheduler's sessions and queues (`_/<name>`): not a vcjob, no key
-        self.statuses.apply(event, position=seq)
-        self.history.apply(event, position=seq)
-        if isinstance(event, o.TimerScheduled):
-            self.timers.setdefault(event.job, {})[event.timer] = (seq, event)
-        elif isinstance(event, (o.TimerCancelled, o.TimerFired)):
-            self.timers.get(event.job, {}).pop(event.timer, None)
-        if isinstance(event, (o.RecordPoisoned, o.RecordRetried)):
-            return event.job  # the job's Poisoned condition (projections/status.py)
-        if event.job not in self.history.jobs and event.job not in self.statuses.statuses:
-            return None  # e.g. the scheduler's events about a PodGroup no vcjob owns: no key
-        return event.job
-
-    def pending_timers(self, job: str) -> list[PendingTimer]:
-        entries = sorted(self.timers.get(job, {}).values(), key=lambda e: (e[1].due, e[0]))
-        return [PendingTimer(t.timer, t.action, t.due, t.pod, t.policy) for _, t in entries]
-
-    def values(self, job: str) -> dict[str, bytes | None]:
-        """The value of `job`'s key in each bucket (None: no key)."""
-        h = self.history.jobs.get(job)
-        status = self.statuses.status(job)
-        deleted = job in self.statuses.deleted
-        out: dict[str, bytes | None] = {s.STATUS_BUCKET: None if status is None or deleted else _encode(status)}
-        if h is None or (h.observed is None and not h.actions):
-            out[s.HISTORY_BUCKET] = None
-        else:
-            report = job_report(h, status, pending_timers=self.pending_timers(job), deleted=deleted)
-            del report["commands"]  # VCBUS_CMDS, not VCBUS_JOBS: never folded here
-            out[s.HISTORY_BUCKET] = _fit(report)
-        return out
-
-    def jobs(self) -> list[str]:
-        return sorted(set(self.history.jobs) | set(self.statuses.statuses) | set(self.statuses.poisoned))
-
-    def buckets(self) -> dict[str, dict[str, bytes]]:
-        """Every bucket's content as `rebuild` writes it."""
-        out: dict[str, dict[str, bytes]] = {b: {} for b in BUCKETS}
-        for job in self.jobs():
-            try:
-                key = s.kv_key(job)
-            except ValueError:
-                continue
-            for bucket, value in self.values(job).items():
-                if value is not None:
-                    out[bucket][key] = value
-        if self.position:
-            for bucket in BUCKETS:
-                out[bucket][s.POSITION_KEY] = str(self.position).encode()
-        return out
-
-
-def _job_of_event_subject(subject: str) -> str:
-    """`vcbus.job.<ns>.<name>.<event>` -> `<ns>/<name>` (`_/poison` when it is not one)."""
-    parts = subject.split(".")
-    if len(parts) > 4 and f"{parts[0]}.{parts[1]}" == s.JOBS_PREFIX and parts[2] != s.CLUSTER_SCOPE:
-        return poison.usable_job(f"{s.untoken(parts[2])}/{s.untoken(parts[3])}")
-    return poison.POISON_JOB
-
-
-def _fit(report: dict[str, Any]) -> bytes:
-    value = _encode(report)
-    if len(value) <= MAX_VALUE:
-        return value
-    report = dict(report, truncated=True)
-    for field in ("actions", "history"):
-        items = list(report[field])
-        while items and len(value) > MAX_VALUE:
-            items = items[len(items) // 4 + 1 :]
-            report[field] = items
-            value = _encode(report)
-    return value
 
 
 async def stored_position(bus: Bus) -> int:
@@ -195,7 +81,31 @@ async def fold(bus: Bus, views: Views, *, end_seq: int | None = None) -> None:
     async for batch in read_stream(bus.js, s.JOBS_STREAM, start_seq=views.position + 1, end_seq=end_seq, batch=1024):
         for msg in batch:
             views.apply(msg.metadata.sequence.stream, msg.data, msg.subject)
+        views.evict_deleted()  # already written by the projector that folded them first
     views.failed.clear()  # reported by the live projector when it first met them
+
+
+async def load_returned(bus: Bus, views: Views, *, refolded: bool = False) -> None:
+    """The stored history of each forgotten job that got events again, as the base of its next value.
+
+    After a refold (`refolded`) the stored value already holds the events folded
+    since the job was forgotten, so those are dropped from memory.
+    """
+    returned, views.deleted_jobs.returned = views.deleted_jobs.returned, set()
+    if not returned:
+        return
+    kv = await bus.js.key_value(s.HISTORY_BUCKET)
+    for job in sorted(returned):
+        try:
+            entry = await kv.get(s.kv_key(job))
+            base = msgspec.json.decode(entry.value) if entry.value else None
+        except (KeyNotFoundError, NotFoundError, ValueError, msgspec.DecodeError):
+            base = None
+        if base is not None:
+            views.deleted_jobs.bases[job] = base
+            if refolded:
+                views.history.restart(job)
+                views.deleted_jobs.observed_since.discard(job)
 
 
 class Writer:
@@ -232,8 +142,10 @@ async def write_jobs(writer: Writer, views: Views, jobs: set[str]) -> None:
     for job in sorted(jobs):
         try:
             key = s.kv_key(job)
-        except ValueError:
-            log.warning("projector: job %s has no valid KV key; not projected", job)
+        except ValueError as err:  # not a silent skip: reported as poison (`Projector._report_poison`)
+            views.poison += 1
+            views.failed.append((views.position, f"job {job!r}", poison.reason_of(err), poison.POISON_JOB))
+            log.warning("projector: job %r has no KV key, not projected: %s", job, err)
             continue
         try:
             values = views.values(job)
@@ -243,23 +155,40 @@ async def write_jobs(writer: Writer, views: Views, jobs: set[str]) -> None:
             continue
         for bucket, value in values.items():
             await writer.put(bucket, key, value)
+    for job in views.deleted_jobs.expired():  # retention over: the history key goes too
+        try:
+            await writer.put(s.HISTORY_BUCKET, s.kv_key(job), None)
+        except ValueError:
+            pass  # never had a key (reported when it was written)
+        views.deleted_jobs.drop(job)
+        views.forget(job)
     await writer.flush()  # the views before the position
+    views.evict_deleted()
     for bucket in BUCKETS:
         await writer.put(bucket, s.POSITION_KEY, str(views.position).encode())
     await writer.flush()
 
 
 class Projector:
-    def __init__(self, bus: Bus, *, batch: int = 512, idle: float = 0.25) -> None:
+    def __init__(
+        self, bus: Bus, *, batch: int = 512, idle: float = 0.25, history_retention: float | None = None
+    ) -> None:
         self.bus = bus
         self.batch = batch
         self.idle = idle
-        self.views = Views()
+        self.views = Views(retention=retention_of(bus, history_retention), evict=True)
         self.written = 0  # events folded and written by this run
         self.ready = asyncio.Event()
         self._started = False
         self._dirty: set[str] = set()
         self.clock = wall_clock
+        self.snapshot_every = getattr(bus.settings, "snapshot_every", 0)  # events between snapshots (0: none)
+        self.restored = 0  # the VCBUS_JOBS sequence the start's snapshot covered (0: refolded from 1)
+        self.snapshots = (
+            statesnap.Store(bus.js, owner=SNAPSHOT_OWNER, stream=s.JOBS_STREAM, config=self._snapshot_config())
+            if self.snapshot_every
+            else None
+        )
 
     async def run(self, *, stop: asyncio.Event | None = None, until_idle: bool = False) -> None:
         """Project until `stop` is set (or, with `until_idle`, until VCBUS_JOBS is used up)."""
@@ -292,13 +221,32 @@ class Projector:
                     if job is not None:
                         self._dirty.add(job)
                 await self._report_poison()
+                await load_returned(self.bus, self.views)
                 await write_jobs(writer, self.views, self._dirty)
+                await self._report_poison()  # jobs no KV key can hold
                 self._dirty = set()
                 self.written += len(batch)
+                if self.snapshots is not None and self.snapshots.due(self.views.position, self.snapshot_every):
+                    await self._snapshot()
             elif until_idle and self.views.position >= await last_seq(js, s.JOBS_STREAM):
                 break
             if stop.is_set():
                 break
+        if self.snapshots is not None and self.views.position > self.snapshots.saved_seq:
+            await self._snapshot()  # a clean stop: the next start folds nothing
+
+    def _snapshot_config(self) -> str:
+        """What a snapshot's views must have been folded with to be this projector's."""
+        d = self.views.deleted_jobs
+        return msgspec.json.encode(
+            {"retention": getattr(d, "retention", None), "evict": self.views.evict, "max_value": MAX_VALUE}
+        ).decode()
+
+    async def _snapshot(self) -> None:
+        """Save the views as covering `position`, only right after their keys and position are written."""
+        if self.snapshots is None or self._dirty or self.views.failed or self.views.deleted_jobs.returned:
+            return
+        await self.snapshots.save(self.views.position, self.views)
 
     async def _report_poison(self) -> None:
         """Publish a record.poison event for each event the views set aside (msg ids dedup)."""
@@ -325,16 +273,27 @@ class Projector:
             )
             await rebuild(self.bus)
             position = await stored_position(self.bus)
+        if self.snapshots is not None:  # the newest valid snapshot, else a refold from sequence 1
+            snap = await self.snapshots.restore(kind=Views, max_seq=position)
+            if snap is not None:
+                self.views, self.restored = snap.state, snap.seq
         await fold(self.bus, self.views, end_seq=position)
+        await load_returned(self.bus, self.views, refolded=True)
         self.views.position = max(self.views.position, position)
         log.info("projector: views at seq %d; projecting from seq %d", position, position + 1)
 
 
-async def rebuild(bus: Bus) -> Views:
-    """Purge both buckets and refold VCBUS_JOBS from sequence 1 into them."""
+def retention_of(bus: Bus, seconds: float | None) -> float | None:
+    """`seconds`, else the bus settings' `history_retention`; 0 means forever (None)."""
+    value = getattr(bus.settings, "history_retention", DEFAULT_RETENTION) if seconds is None else seconds
+    return value or None
+
+
+async def rebuild(bus: Bus, *, history_retention: float | None = None) -> Views:
+    """Purge both buckets and refold VCBUS_JOBS from sequence 1 into them (every job in memory)."""
     for bucket in BUCKETS:
         await purge_bucket(bus.js, bucket)
-    views = Views()
+    views = Views(retention=retention_of(bus, history_retention))
     await fold(bus, views)
     writer = Writer(bus)
     content = views.buckets()
@@ -354,10 +313,10 @@ async def live_buckets(bus: Bus) -> dict[str, dict[str, bytes]]:
     return {bucket: await read_bucket(bus.js, bucket) for bucket in BUCKETS}
 
 
-async def verify(bus: Bus) -> list[str]:
+async def verify(bus: Bus, *, history_retention: float | None = None) -> list[str]:
     """Differences between the live buckets and a refold from sequence 1 (empty: identical)."""
     live = await live_buckets(bus)
-    views = Views()
+    views = Views(retention=retention_of(bus, history_retention))
     await fold(bus, views)
     want = views.buckets()
     problems = []

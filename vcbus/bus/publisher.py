@@ -14,9 +14,12 @@ Subject `vcbus.k8s.<kind>.<namespace>.<name>` and headers:
     Vcbus-Job                <namespace>/<name> of the vcjob the record belongs to (pods,
                              podgroups, commands), absent for queues
 
+Header values carry `%` and control characters as `%XX` (`subjects.header_value`):
+no valid Kubernetes name has one, and a CR or LF would break the header block.
+
 Nodes (`v1`) and PriorityClasses (`scheduling.k8s.io/v1`) are published too
 (`vcbus.k8s.node._.<name>`, `vcbus.k8s.priorityclass._.<name>`): the job
-controller ignores them (statemachines.records decodes them as Ignored), the
+controller ignores them (statemachines.model.records decodes them as Ignored), the
 scheduler folds them. Other records (bookmarks, other kinds) are not published.
 A `TIMER` record (a delayed action firing, appended by the decider) goes to
 `vcbus.k8s.timer.<namespace>.<name>` with msg id `timer:<id>`.
@@ -40,12 +43,14 @@ from nats.js import JetStreamContext
 from nats.js.api import PubAck
 
 from statemachines.cache import pod_identity
-from statemachines.objects import Command, Job, Pod, PodGroup
-from statemachines.records import WATCH_TYPES, Decoded, Ignored, Observed, TimerRecord
-from statemachines.timers import Timer
+from statemachines.model.objects import Command, Job, Pod, PodGroup
+from statemachines.model.records import WATCH_TYPES, Decoded, Ignored, Observed, TimerRecord
+from statemachines.timers.rules import Timer
 from vcbus.bus import subjects as s
 from vcbus.bus.cloudevents import MSG_ID
 from vcbus.bus.errors import BusError
+from vcbus.bus.partitions import partitions as partition_count
+from vcbus.bus.partitions import route
 from vcbus.watchlog import decode_record, read_records
 
 _generic = msgspec.json.Decoder()
@@ -139,28 +144,30 @@ def _watch_message(
         msg_id = f"{uid}:{resource_version}:{rtype}"
     else:
         msg_id = "sha256:" + hashlib.sha256(body).hexdigest()
+    hv = s.header_value  # a name with CR, LF or NUL must not break the header block
     headers = {
-        MSG_ID: msg_id,
-        "Vcbus-Kind": kind,
-        "Vcbus-Namespace": namespace,
-        "Vcbus-Name": name,
-        "Vcbus-Resource-Version": resource_version,
-        "Vcbus-Type": rtype,
+        MSG_ID: hv(msg_id),
+        "Vcbus-Kind": hv(kind),
+        "Vcbus-Namespace": hv(namespace),
+        "Vcbus-Name": hv(name),
+        "Vcbus-Resource-Version": hv(resource_version),
+        "Vcbus-Type": hv(rtype),
     }
     if job:
-        headers["Vcbus-Job"] = job
+        headers["Vcbus-Job"] = hv(job)
     return Prepared(s.k8s_subject(kind, namespace, name), body, headers)
 
 
 def _timer_headers(job: str, timer_id: str) -> dict[str, str]:
     ns, name = s.split_job(job)
+    hv = s.header_value
     return {
-        MSG_ID: f"timer:{timer_id}",
+        MSG_ID: hv(f"timer:{timer_id}"),
         "Vcbus-Kind": "Timer",
-        "Vcbus-Namespace": ns,
-        "Vcbus-Name": name,
+        "Vcbus-Namespace": hv(ns),
+        "Vcbus-Name": hv(name),
         "Vcbus-Type": "TIMER",
-        "Vcbus-Job": job,
+        "Vcbus-Job": hv(job),
     }
 
 
@@ -182,9 +189,13 @@ class Publisher:
         self.duplicates = 0
         self.first_seq = 0
         self.last_seq = 0
+        self.partitions: int | None = None  # VCBUS_K8S's partition count, read on the first publish
 
     async def publish(self, msg: Prepared) -> None:
-        fut = await self.js.publish_async(msg.subject, msg.body, headers=dict(msg.headers))
+        if self.partitions is None:  # a partitioned VCBUS_K8S routes a job's records (vcbus.bus.partitions)
+            self.partitions = await partition_count(self.js)
+        subject = route(msg.subject, msg.headers.get("Vcbus-Job"), self.partitions)
+        fut = await self.js.publish_async(subject, msg.body, headers=dict(msg.headers))
         self.pending.append((msg.subject, fut))
         if len(self.pending) >= self.window:
             await self.flush()
@@ -216,13 +227,42 @@ class LogCheck(msgspec.Struct):
     ignored: int = 0
 
 
-def check_log(stream: BinaryIO, source: str) -> LogCheck:
-    """Decode every record, raising `InvalidRecord` (file, line, record, byte) at the first bad one."""
+def message_size(msg: Prepared) -> int:
+    """Bytes the server counts against its max payload: the body plus the NATS header block."""
+    headers = sum(len(k) + len(v.encode()) + 4 for k, v in msg.headers.items())
+    return len(msg.body) + (len(b"NATS/1.0\r\n\r\n") + headers if msg.headers else 0)
+
+
+def checked_message(source: str, rec: Any, decoded: Decoded, *, max_payload: int | None = None) -> Prepared | None:
+    """`prepare`, with every reason the record could not be published as an `InvalidRecord` (file, line, byte)."""
+    from vcbus.watchlog import InvalidRecord
+
+    try:
+        msg = prepare(rec.data, decoded)
+    except (ValueError, KeyError, TypeError) as err:  # no job key, a name no subject can hold
+        raise InvalidRecord(source, rec, f"cannot be published: {err}") from None
+    if msg is not None and max_payload is not None:
+        size = message_size(msg)
+        if size > max_payload:
+            raise InvalidRecord(
+                source, rec, f"{size:,} bytes, more than the server's max payload of {max_payload:,} bytes"
+            )
+    return msg
+
+
+def check_log(stream: BinaryIO, source: str, *, max_payload: int | None = None) -> LogCheck:
+    """Decode and prepare every record, raising `InvalidRecord` (file, line, record, byte) at the first bad one.
+
+    Bad: undecodable, no job key where one is needed (a TIMER without `timer.job`
+    as NAMESPACE/NAME), a name no subject can hold, or (with `max_payload`, the
+    server's limit) a message the server would refuse as too big. Run over the
+    whole input before publishing any of it: all or nothing.
+    """
     counts = LogCheck()
     for rec in read_records(stream):
         decoded = decode_record(source, rec)
         counts.records += 1
-        if prepare(rec.data, decoded) is not None:
+        if checked_message(source, rec, decoded, max_payload=max_payload) is not None:
             counts.publishable += 1
         else:
             counts.ignored += 1

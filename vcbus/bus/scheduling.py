@@ -53,7 +53,7 @@ from nats.js import api
 
 from projections.scheduler import SchedulerCache
 from statemachines import outputs as o
-from statemachines.records import RecordError
+from statemachines.model.records import RecordError
 from statemachines.scheduler.config import DEFAULT_CONFIG, SchedulerConfig
 from statemachines.scheduler.session import run_session
 from vcbus.bus import poison
@@ -65,6 +65,7 @@ from vcbus.bus.reading import read_stream
 from vcbus.bus.sessions import PastSession, past_sessions, session_messages
 from vcbus.bus.streams import last_seq
 from vcbus.bus.supervising import supervise
+from vcbus.observability import metrics
 
 log = logging.getLogger("vcbus.scheduler")
 
@@ -252,9 +253,10 @@ class SchedulerService:
         seq, number, when = self.cache.position, self.number + 1, self.cache.time
         cache, config = self.cache, self.config
         try:
-            result = await asyncio.to_thread(
-                lambda: run_session(cache.snapshot(), config, seq=seq, number=number, time=when)
-            )
+            with metrics.SESSION_SECONDS.time():
+                result = await asyncio.to_thread(
+                    lambda: run_session(cache.snapshot(), config, seq=seq, number=number, time=when)
+                )
         except Exception:
             self.stats.failed += 1
             log.exception("scheduler: session %d (cut seq %d) failed; nothing published", number, seq)

@@ -13,6 +13,10 @@ server that exits or stays silent for `timeout` seconds raises `ServerError`
 with the log lines gathered so far; "address already in use" says the port is
 taken. Shutdown is SIGTERM, then SIGKILL after a grace period; on Linux the
 server also gets SIGTERM if vcbus itself dies (PR_SET_PDEATHSIG).
+
+`vcbus up --cluster-nats N` runs N such servers joined as one JetStream
+cluster over the same data dir (vcbus.bus.cluster); `embedded()` starts
+whichever the data dir was made for.
 """
 
 from __future__ import annotations
@@ -68,19 +72,22 @@ def find_binary(explicit: str | None = None) -> str:
     )
 
 
-def server_config(*, data_dir: pathlib.Path, port: int, sync_interval: str, max_payload: int) -> str:
+def server_config(
+    *, data_dir: pathlib.Path, port: int, sync_interval: str, max_payload: int, server_name: str = "vcbus", extra: str = ""
+) -> str:
+    """The config file of one server; `extra` is appended (a `cluster {}` block, see vcbus.bus.cluster)."""
     if not _SYNC.match(sync_interval):
         raise ServerError(f"sync interval {sync_interval!r}: expected 'always' or a duration such as 2m, 10s")
     return (
         "# written by vcbus; edit the flags, not this file\n"
         f"listen: 127.0.0.1:{port if port else -1}\n"
-        "server_name: vcbus\n"
+        f"server_name: {server_name}\n"
         f"max_payload: {max_payload}\n"
         "jetstream {\n"
         f"  store_dir: {json.dumps(str(data_dir))}\n"
         f"  sync_interval: {sync_interval}\n"
         "}\n"
-    )
+    ) + extra
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec
@@ -104,12 +111,16 @@ class EmbeddedServer:
         sync_interval: str = "always",
         binary: str | None = None,
         max_payload: int = 8 * 1024 * 1024,
+        server_name: str = "vcbus",
+        extra_config: str = "",
     ) -> None:
         self.data_dir = pathlib.Path(data_dir)
         self.port = port
         self.sync_interval = sync_interval
         self.binary = binary
         self.max_payload = max_payload
+        self.server_name = server_name
+        self.extra_config = extra_config
         self.process: subprocess.Popen[bytes] | None = None
         self.url = ""
 
@@ -128,6 +139,8 @@ class EmbeddedServer:
                 port=self.port,
                 sync_interval=self.sync_interval,
                 max_payload=self.max_payload,
+                server_name=self.server_name,
+                extra=self.extra_config,
             )
         )
         log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
@@ -265,13 +278,18 @@ def embedded(
     binary: str | None = None,
     max_payload: int = 8 * 1024 * 1024,
     own: bool = False,
+    servers: int = 0,
 ) -> Iterator[tuple[str, bool]]:
     """The URL of the embedded server over `data_dir`: (url, started_here).
 
     If another vcbus process already runs it, its URL is used (`own=False`). A
     long-running owner (`vcbus up`, `own=True`) waits for the data dir instead,
-    so that it never depends on a short-lived command's server.
+    so that it never depends on a short-lived command's server. `servers` > 1
+    starts a local cluster of that many servers instead (vcbus.bus.cluster; the
+    URL is then a comma-separated list); 0 means what the data dir was made for.
     """
+    from vcbus.bus.cluster import EmbeddedCluster, check_layout, recorded_size
+
     data_dir = pathlib.Path(data_dir).expanduser()
     lock = _lock(data_dir, wait=30.0 if own else 0.0)
     if lock is None:
@@ -279,14 +297,23 @@ def embedded(
             raise ServerError(f"{data_dir} is in use by another vcbus process (is `vcbus up` already running?)")
         yield _running_url(data_dir, wait=15.0), False
         return
-    server = EmbeddedServer(
-        data_dir=data_dir, port=port, sync_interval=sync_interval, binary=binary, max_payload=max_payload
-    )
+    size = servers or recorded_size(data_dir)
+    server: EmbeddedServer | EmbeddedCluster
+    if size > 1:
+        server = EmbeddedCluster(
+            data_dir=data_dir, size=size, sync_interval=sync_interval, binary=binary, max_payload=max_payload
+        )
+    else:
+        server = EmbeddedServer(
+            data_dir=data_dir, port=port, sync_interval=sync_interval, binary=binary, max_payload=max_payload
+        )
     state = data_dir / STATE_FILE
     try:
+        check_layout(data_dir, size)
         url = server.start()
         tmp = state.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"url": url, "pid": os.getpid(), "server_pid": server.process.pid}))  # type: ignore[union-attr]
+        pids = [n.process.pid for n in server.nodes] if isinstance(server, EmbeddedCluster) else [server.process.pid]  # type: ignore[union-attr]
+        tmp.write_text(json.dumps({"url": url, "pid": os.getpid(), "server_pid": pids[0], "server_pids": pids}))
         tmp.replace(state)
         yield url, True
     finally:

@@ -4,7 +4,8 @@ A server restart, a lost connection or a slow acknowledgement surfaces as a
 nats error (or a `BusError` from a publish that ran out of retries) in the
 middle of a service's loop. The services are restartable folds that keep
 their state in memory up to a known position, so the fix is always the same:
-log it, wait (0.5 s doubling to 10 s), and start a new session that continues
+log it, wait (jittered exponential backoff from 0.5 s up to 10 s, vcbus.backoff;
+the log says how long), and start a new session that continues
 from that position. A long-running service retries forever; one that runs
 until idle (`vcbus up --once`, tests) gives up after `max_failures` failures
 in a row without progress, so a dead server is an error, not a hang.
@@ -19,6 +20,7 @@ from typing import Awaitable, Callable
 
 import nats.errors
 
+from vcbus import backoff
 from vcbus.bus.errors import BusError
 
 TRANSIENT = (nats.errors.Error, asyncio.TimeoutError, OSError, BusError)
@@ -46,8 +48,8 @@ async def supervise(
             failures = 1 if progress() > before else failures + 1
             if until_idle and failures >= max_failures:
                 raise
-            delay = min(0.5 * 2 ** (failures - 1), 10.0)
-            log.warning("%s: %s; resuming at %d in %.1fs", name, err or type(err).__name__, progress(), delay)
+            delay = backoff.delay(failures, 0.5, 10.0)
+            log.warning("%s: %s; resuming at %d, next try in %.1fs", name, err or type(err).__name__, progress(), delay)
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(stop.wait(), delay)
             if stop.is_set():

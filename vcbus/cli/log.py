@@ -95,9 +95,9 @@ def import_cmd(file: str, append: bool, nats_url: str | None, data_dir: pathlib.
     stream, source = open_input(file)
     try:
         data = spooled_input(stream)
-        checked = check_log(data, source)
+        check_log(data, source)  # undecodable records fail before any connection
         data.seek(0)
-        pub = asyncio.run(_publish(settings, data, source, require_empty=not append))
+        pub, checked = asyncio.run(_publish(settings, data, source, require_empty=not append))
     finally:
         if stream is not sys.stdin.buffer:
             stream.close()

@@ -1,4 +1,6 @@
-"""`vcbus projections rebuild|verify`: the KV views refolded from VCBUS_JOBS sequence 1."""
+"""`vcbus projections rebuild|verify|history`: the KV views refolded from VCBUS_JOBS sequence 1, and
+one job's stored history (which outlives the stream records it was folded from: docs/operations.md
+"Retention")."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import pathlib
 
 import click
 
+from vcbus.bus import subjects as s
 from vcbus.bus.connecting import open_bus
 from vcbus.bus.projector import rebuild as rebuild_views
 from vcbus.bus.projector import verify as verify_views
@@ -36,18 +39,26 @@ def register(group: click.Group) -> None:
 
     projections.add_command(rebuild)
     projections.add_command(verify)
+    projections.add_command(history)
 
 
 @click.command(help=REBUILD_HELP)
+@click.option("--force", is_flag=True, help="Rebuild even if retention removed the oldest events (their history is lost).")
 @bus_options
-def rebuild(nats_url: str | None, data_dir: pathlib.Path | None) -> None:
+def rebuild(nats_url: str | None, data_dir: pathlib.Path | None, force: bool) -> None:
     settings = from_flags(nats_url, data_dir)
-    jobs, position = asyncio.run(_rebuild(settings))
+    jobs, position = asyncio.run(_rebuild(settings, force=force))
     click.echo(f"rebuilt vcbus_status and vcbus_history: {jobs} jobs, VCBUS_JOBS up to seq {position}", err=True)
 
 
-async def _rebuild(settings: BusSettings) -> tuple[int, int]:
+async def _rebuild(settings: BusSettings, *, force: bool = False) -> tuple[int, int]:
     async with open_bus(settings, name="vcbus-projections") as bus:
+        first = int((await bus.js.stream_info(s.JOBS_STREAM)).state.first_seq or 1)
+        if first > 1 and not force:
+            raise UserError(
+                f"VCBUS_JOBS starts at seq {first}: older events were removed (retention), and a rebuild would "
+                "drop the history they hold from vcbus_history; --force rebuilds anyway"
+            )
         views = await rebuild_views(bus)
         return len(views.jobs()), views.position
 
@@ -67,3 +78,52 @@ def verify(nats_url: str | None, data_dir: pathlib.Path | None) -> None:
 async def _verify(settings: BusSettings) -> list[str]:
     async with open_bus(settings, name="vcbus-projections") as bus:
         return await verify_views(bus)
+
+
+HISTORY_HELP = """Print one job's stored history (KV vcbus_history) as JSON: its `vcbus replay --json` entry.
+
+
+The entry is a fold of the job's domain events, kept as long as the job exists
+(and for a while after its deletion), whatever the streams' retention removed
+since: export it before deleting the job to keep it for good.
+
+
+Examples:
+  vcbus projections history default/resnet-dist-train > resnet.history.json
+"""
+
+
+@click.command(help=HISTORY_HELP)
+@click.argument("job")
+@click.option("-o", "--output", "fmt", type=click.Choice(["json", "yaml"]), default="json", show_default=True,
+              help="The entry as JSON (as stored) or YAML.")
+@bus_options
+def history(job: str, fmt: str, nats_url: str | None, data_dir: pathlib.Path | None) -> None:
+    from vcbus.cli.status import parse_job
+
+    key = parse_job(job)
+    settings = from_flags(nats_url, data_dir)
+    value, where = asyncio.run(_history(settings, key))
+    if value is None:
+        raise UserError(f"job {key}: no history in vcbus_history on the bus at {where} (never seen, or deleted and "
+                        "past its retention)", exit_code=1)
+    if fmt == "yaml":
+        import json
+
+        import yaml
+
+        click.echo(yaml.safe_dump(json.loads(value), sort_keys=False, allow_unicode=True), nl=False)
+        return
+    click.echo(value.decode())
+
+
+async def _history(settings: BusSettings, job: str) -> tuple[bytes | None, str]:
+    from nats.js.errors import KeyNotFoundError
+
+    async with open_bus(settings, name="vcbus-projections") as bus:
+        kv = await bus.js.key_value(s.HISTORY_BUCKET)
+        try:
+            entry = await kv.get(s.kv_key(job))
+        except KeyNotFoundError:
+            return None, bus.describe()
+        return entry.value or None, bus.describe()

@@ -26,8 +26,10 @@ prints for one kind (pretty-printed or JSON lines), or a `vcbus log export`;
 - reads stdin. (Per-kind kubectl logs are not merged here: record with `vcbus record`.)
 
 \b
-The whole file is checked first: a bad record stops with the same message as
-`vcbus replay` (file, line, record, byte offset; exit 2) and nothing is published.
+The whole file is checked first: a bad record (undecodable, a TIMER without a
+job key, a name no subject can hold, a record over the server's max payload)
+stops with the same message as `vcbus replay` (file, line, record, byte offset;
+exit 2) and nothing is published.
 Records are stored once: a record already in the stream (same uid,
 resourceVersion and watch type) is not stored again, so publishing a file
 twice is harmless. Bookmarks and kinds vcbus does not read are skipped.
@@ -52,16 +54,17 @@ def publish(file: str, nats_url: str | None, data_dir: pathlib.Path | None) -> N
     stream, source = open_input(file)
     try:
         data = spooled_input(stream)
-        checked = check_log(data, source)
+        check_log(data, source)  # undecodable records fail before any connection
         data.seek(0)
-        pub = asyncio.run(_publish(settings, data, source, require_empty=False))
+        pub, checked = asyncio.run(_publish(settings, data, source, require_empty=False))
     finally:
         if stream is not sys.stdin.buffer:
             stream.close()
     report(pub, checked, source)
 
 
-async def _publish(settings: BusSettings, data: BinaryIO, source: str, *, require_empty: bool) -> Publisher:
+async def _publish(settings: BusSettings, data: BinaryIO, source: str, *, require_empty: bool) -> tuple[Publisher, LogCheck]:
+    """Check the whole input against the server (max payload) and only then publish it: all or nothing."""
     async with open_bus(settings, name="vcbus-publish") as bus:
         if require_empty:
             n = await last_seq(bus.js, s.K8S_STREAM)
@@ -70,7 +73,9 @@ async def _publish(settings: BusSettings, data: BinaryIO, source: str, *, requir
                     f"{s.K8S_STREAM} already holds records (up to seq {n}); an import into a non-empty stream "
                     "changes their sequence numbers. Use --append to add them anyway, or `vcbus publish`."
                 )
-        return await publish_records(bus.js, data, source, timeout=settings.publish_timeout)
+        checked = check_log(data, source, max_payload=bus.nc.max_payload)
+        data.seek(0)
+        return await publish_records(bus.js, data, source, timeout=settings.publish_timeout), checked
 
 
 def report(pub: Publisher, checked: LogCheck, source: str) -> None:
