@@ -11,8 +11,8 @@ from kubernetes import client
 
 from statemachines import outputs as o
 from statemachines.admission.mutate import mutate_job
-from statemachines.rendering import Renderer
-from statemachines.status import JobStatus, initial_status
+from statemachines.manifests.renderer import Renderer
+from statemachines.model.status import JobStatus, initial_status
 from vcbus.k8s.actuator import JOB_GROUP, JOB_PLURAL, JOB_VERSION, PG_GROUP, PG_PLURAL, PG_VERSION, Actuator
 
 pytestmark = pytest.mark.k8s

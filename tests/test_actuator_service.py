@@ -75,7 +75,7 @@ async def test_a_bind_applied_before_a_crash_is_done_when_redelivered_and_sessio
             finally:
                 stop.set()
                 await asyncio.wait_for(task, 30)
-        assert service.results == {"applied": 2, "done": 1, "dropped": 0, "failed": 0}
+        assert service.results == {"applied": 2, "done": 1, "dropped": 0, "refused": 0, "failed": 0}
         assert core.read_namespaced_pod("p-0", ns).spec.node_name == node
         events = core.list_namespaced_event(ns).items
         assert [(e.reason, e.involved_object.name, e.source.component) for e in events] == [
@@ -83,3 +83,76 @@ async def test_a_bind_applied_before_a_crash_is_done_when_redelivered_and_sessio
         assert len({e.metadata.name for e in events}) == 2
     finally:
         sim.delete_node(node)
+
+
+async def test_an_older_durable_is_updated_and_events_applied_beside_the_commands_are_all_acked(
+        k8s, k8s_namespace, bus_settings):
+    """The durable an older vcbus made (one command in flight) is updated in place; RecordEvents run in the
+    background (vcbus.k8s.actuating) yet every command is applied and acked before `until_idle` returns."""
+    from nats.js import api as js_api
+
+    from vcbus.k8s.actuating import MAX_ACK_PENDING
+
+    api = k8s.api_client()
+    ns, core = k8s_namespace, client.CoreV1Api(api)
+    owner = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": "j",
+             "uid": "00000000-0000-0000-0000-00000000000a", "controller": True}
+    pods = {name: core.create_namespaced_pod(ns, {"metadata": {"name": name, "ownerReferences": [owner]}, "spec": {
+        "schedulerName": "volcano", "containers": [{"name": "c", "image": "busybox"}]}}) for name in ("keep", "gone")}
+    job = f"{ns}/j"
+    commands = [
+        (o.RecordEvent(job=job, seq=7, time=T1, reason="Killing", kind="Pod", name="keep", message="one"), "7:0"),
+        # the vcjob does not exist: a pod whose ownerReference names it is its leftover, deleted all the same
+        (o.DeletePod(job=job, seq=7, time=T1, name="gone", uid=pods["gone"].metadata.uid), "7:1"),
+        (o.RecordEvent(job=job, seq=7, time=T1, reason="Restarting", kind="Pod", name="keep", message="two"), "7:2"),
+    ]
+    async with open_bus(bus_settings) as bus:
+        await bus.js.add_consumer(s.CMDS_STREAM, config=js_api.ConsumerConfig(
+            durable_name=DURABLE, ack_policy=js_api.AckPolicy.EXPLICIT, deliver_policy=js_api.DeliverPolicy.ALL,
+            max_ack_pending=1, ack_wait=5.0, max_deliver=-1))
+        for cmd, msg_id in commands:
+            await publish(bus.js, cmd, msg_id)
+        service = ActuatorService(bus, api, idle=1.0)
+        await asyncio.wait_for(service.run(stop=asyncio.Event(), until_idle=True), 60)
+        info = await bus.js.consumer_info(s.CMDS_STREAM, DURABLE)
+    assert info.config.max_ack_pending == MAX_ACK_PENDING > 1
+    assert (info.num_pending, info.num_ack_pending) == (0, 0)
+    assert service.results == {"applied": 3, "done": 0, "dropped": 0, "refused": 0, "failed": 0}
+    assert sorted(e.reason for e in core.list_namespaced_event(ns).items) == ["Killing", "Restarting"]
+    assert [p.metadata.name for p in core.list_namespaced_pod(ns).items
+            if not p.metadata.deletion_timestamp] == ["keep"]
+
+
+def test_a_kill_checks_ownership_in_its_annotation_patch_and_writes_nothing_on_a_pod_it_does_not_own(
+        k8s, k8s_namespace):
+    """DeletePod (a kill) annotates and deletes in two requests, the patch's tests being the ownership check:
+    a forged kill naming another job's pod (with its right uid) is refused and that pod is left untouched;
+    a stale uid (the name's next incarnation) is "done" and leaves the new pod alone."""
+    from vcbus.k8s.actuator import Actuator
+
+    api = k8s.api_client()
+    ns, core = k8s_namespace, client.CoreV1Api(api)
+
+    def pod(name: str, job: str, annotations: dict | None = None):
+        owner = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": job,
+                 "uid": "00000000-0000-0000-0000-00000000000b", "controller": True}
+        meta = {"name": name, "ownerReferences": [owner], **({"annotations": annotations} if annotations else {})}
+        return core.create_namespaced_pod(ns, {"metadata": meta, "spec": {
+            "nodeName": "nowhere", "containers": [{"name": "c", "image": "busybox"}]}})  # on a node: graceful delete
+
+    mine, bare, theirs, renewed = (pod("mine", "j", {"a": "b"}), pod("bare", "j"), pod("theirs", "other", {"a": "b"}),
+                                   pod("renewed", "j", {"a": "b"}))
+    act = Actuator(api)
+    kill = lambda p, uid=None: o.DeletePod(job=f"{ns}/j", seq=1, time=T1, name=p.metadata.name,  # noqa: E731
+                                           uid=uid or p.metadata.uid, reason="kill")
+    assert act.apply(kill(mine)) == "applied"
+    assert act.apply(kill(bare)) == "applied"  # no annotations yet: the read-check-patch path adds the map
+    assert act.apply(kill(theirs)) == "refused"
+    assert act.apply(kill(renewed, uid="00000000-0000-0000-0000-0000000000ff")) == "done"
+    live = {p.metadata.name: p for p in core.list_namespaced_pod(ns).items}
+    for name in ("mine", "bare"):
+        assert live[name].metadata.deletion_timestamp is not None
+        assert live[name].metadata.annotations["volcano.sh/controller-out-of-sync"] == "true"
+    for name in ("theirs", "renewed"):
+        assert live[name].metadata.deletion_timestamp is None
+        assert live[name].metadata.annotations == {"a": "b"}

@@ -33,7 +33,7 @@ from typing import Any, NamedTuple
 import pytest
 from nats.js.errors import KeyNotFoundError
 
-from statemachines.records import Ignored, decode
+from statemachines.model.records import Ignored, decode
 from vcbus.bus import subjects as s
 from vcbus.bus.connecting import open_bus
 from vcbus.bus.reading import read_stream

@@ -6,7 +6,9 @@ command type - nothing is refused; what the controller never does is refused. Th
 role lets the bridge watch and nothing else. A second API server on the same etcd, with the
 OwnerReferencesPermissionEnforcement admission plugin, shows why `jobs/finalizers` is in the
 role. The Deployment and the NATS StatefulSet pass the API's schema (dry run, strict fields)
-and the `restricted` Pod Security profile.
+and the `restricted` Pod Security profile, and so does the webhook's Deployment. The Lease Role
+of leader election lets vcbus's elector, as the service account, take and renew its one Lease
+and nothing more.
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ from kubernetes.client.rest import ApiException
 
 from statemachines import outputs as o
 from statemachines.admission.mutate import mutate_job
-from statemachines.rendering import Renderer
-from statemachines.status import initial_status
+from statemachines.manifests.renderer import Renderer
+from statemachines.model.status import initial_status
 from tests import k8s_env
 from vcbus.k8s import bridge
 from vcbus.k8s.actuator import (
@@ -57,7 +59,8 @@ SEED = REPO / "examples" / "resnet-dist-train.yaml"
 NS = "vcbus-system"
 SA_USER = f"system:serviceaccount:{NS}:vcbus"
 KUSTOMIZATION = "kustomization.yaml"
-RBAC_KINDS = ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding")
+RBAC_KINDS = ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy",
+              "ValidatingAdmissionPolicyBinding", "Role", "RoleBinding")
 
 
 # --------------------------------------------------------------------------- the manifests
@@ -109,7 +112,8 @@ def obj(objs: list[dict], kind: str, name: str) -> dict:
 def test_every_manifest_parses_and_every_kustomization_lists_files_that_exist():
     listed: set[pathlib.Path] = set()
     kustomizations = sorted(DEPLOY.rglob(KUSTOMIZATION))
-    assert {p.parent.relative_to(DEPLOY).as_posix() for p in kustomizations} == {".", "base", "observe-only", "standalone"}
+    assert {p.parent.relative_to(DEPLOY).as_posix() for p in kustomizations} == {
+        ".", "base", "observe-only", "standalone", "encrypted"}
     for kfile in kustomizations:
         k = yaml.safe_load(kfile.read_text())
         assert k["kind"] == "Kustomization", kfile
@@ -140,9 +144,19 @@ def test_every_manifest_parses_and_every_kustomization_lists_files_that_exist():
     full, observe = render(), render("observe-only")
     assert [(x["kind"], x["metadata"]["name"]) for x in full] == [(x["kind"], x["metadata"]["name"]) for x in observe]
     dep = obj(full, "Deployment", "vcbus")
-    assert dep["spec"]["replicas"] == 1 and dep["spec"]["strategy"] == {"type": "Recreate"}
+    # Two replicas, one leader (the Lease of leader-election.yaml), as the Helm chart's defaults.
+    assert dep["spec"]["replicas"] == 2 and "strategy" not in dep["spec"]
     container = dep["spec"]["template"]["spec"]["containers"][0]
-    assert container["args"] == ["up", "--cluster", "--no-scheduler", "--nats", "nats://nats.vcbus-system:4222"]
+    assert container["args"] == ["up", "--cluster", "--no-scheduler", "--nats", "tls://nats.vcbus-system:4222",
+                                 "--metrics-addr", "0.0.0.0:9464", "--log-format", "json", "--leader-elect"]
+    # Probes on the named metrics port: the address --metrics-addr serves on.
+    assert container["ports"] == [{"name": "metrics", "containerPort": 9464}]
+    for probe, path in (("startupProbe", "/healthz"), ("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+        assert container[probe]["httpGet"] == {"path": path, "port": "metrics"}, probe
+    role = obj(full, "Role", "vcbus-leader-election")
+    assert role["metadata"]["namespace"] == NS and {r["resources"][0] for r in role["rules"]} == {"leases"}
+    assert obj(full, "RoleBinding", "vcbus-leader-election")["subjects"] == [
+        {"kind": "ServiceAccount", "name": "vcbus", "namespace": NS}]
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert dep["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"] is True
     observe_args = obj(observe, "Deployment", "vcbus")["spec"]["template"]["spec"]["containers"][0]["args"]
@@ -153,7 +167,19 @@ def test_every_manifest_parses_and_every_kustomization_lists_files_that_exist():
     assert standalone_args == [a for a in container["args"] if a != "--no-scheduler"]  # the vcbus scheduler runs
     nats_conf = obj(full, "ConfigMap", "nats-config")["data"]["nats.conf"]
     assert "sync_interval: always" in nats_conf
+    # a 3-server cluster, TLS everywhere, authorization, streams at 3 replicas (tests/test_deploy_nats.py
+    # runs these files on real nats-servers)
+    assert all(f"nats-route://nats-{i}.nats.vcbus-system.svc:6222" in nats_conf for i in range(3))
+    assert nats_conf.count("tls {") == 2 and "include ./auth.conf" in nats_conf
+    env = {e["name"]: e for e in container["env"]}
+    assert env["VCBUS_REPLICAS"]["value"] == "3" and env["NATS_USER"]["value"] == "setup"
+    assert env["VCBUS_CE_SOURCE"]["value"].startswith("/vcbus/clusters/")  # one per cluster: set in an overlay
+    assert env["NATS_PASSWORD"]["valueFrom"]["secretKeyRef"] == {"name": "nats-users", "key": "setup"}
+    encrypted = render("encrypted")
+    assert [(x["kind"], x["metadata"]["name"]) for x in encrypted] == [(x["kind"], x["metadata"]["name"]) for x in full]
+    assert "cipher: chachapoly" in obj(encrypted, "ConfigMap", "nats-config")["data"]["encryption.conf"]
     sts = obj(full, "StatefulSet", "nats")
+    assert sts["spec"]["replicas"] == 3
     assert sts["spec"]["template"]["spec"]["containers"][0]["image"] == "nats:2.11-alpine"
     assert obj(full, "Service", "nats")["spec"]["clusterIP"] == "None"
     observe_verbs = {v for rule in obj(observe, "ClusterRole", "vcbus-controller")["rules"] for v in rule["verbs"]}
@@ -171,7 +197,7 @@ def kubectl_binary() -> str:
 
 
 def test_kustomize_builds_every_variant_as_this_test_reads_them():
-    for overlay in ("", "observe-only", "standalone"):
+    for overlay in ("", "observe-only", "standalone", "encrypted"):
         out = subprocess.run(
             [kubectl_binary(), "kustomize", str(DEPLOY / overlay if overlay else DEPLOY)],
             capture_output=True, text=True, timeout=60,
@@ -190,7 +216,9 @@ def test_the_dockerfile_copies_what_pyproject_packages():
     packages = {p.rstrip("*") for p in project["tool"]["setuptools"]["packages"]["find"]["include"]}
     assert packages | {"pyproject.toml", project["project"]["readme"]} <= copied
     assert "vcbus" in project["project"]["scripts"] and 'ENTRYPOINT ["vcbus"]' in dockerfile
-    assert "FROM python:3.11-slim" in dockerfile and "\nUSER 10001" in dockerfile
+    # The base is python:3.11-slim pinned by digest (tests/test_image.py checks the pins).
+    assert "ARG PYTHON_IMAGE=python:3.11-slim@sha256:" in dockerfile and "FROM ${PYTHON_IMAGE}" in dockerfile
+    assert "\nUSER 10001" in dockerfile
 
 
 # --------------------------------------------------------------------------- API server helpers
@@ -210,6 +238,7 @@ def _apply_rbac(api: client.ApiClient, objs: list[dict], *, role_name: str | Non
                 sa_name: str | None = None) -> None:
     """Namespace, ServiceAccount, ClusterRole and ClusterRoleBinding of `objs` (optionally renamed)."""
     core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
+    admission = client.AdmissionregistrationV1Api(api)
     for d in objs:
         d = copy.deepcopy(d)
         kind = d["kind"]
@@ -224,6 +253,13 @@ def _apply_rbac(api: client.ApiClient, objs: list[dict], *, role_name: str | Non
                 d["metadata"]["name"] = role_name
             if _create(rbac.create_cluster_role, d) is None:
                 rbac.replace_cluster_role(d["metadata"]["name"], d)
+        elif kind == "ValidatingAdmissionPolicy":
+            if _create(admission.create_validating_admission_policy, d) is None:
+                d["metadata"]["resourceVersion"] = admission.read_validating_admission_policy(
+                    d["metadata"]["name"]).metadata.resource_version
+                admission.replace_validating_admission_policy(d["metadata"]["name"], d)
+        elif kind == "ValidatingAdmissionPolicyBinding":
+            _create(admission.create_validating_admission_policy_binding, d)
         elif kind == "ClusterRoleBinding":
             if role_name:
                 d["metadata"]["name"] = role_name
@@ -232,6 +268,14 @@ def _apply_rbac(api: client.ApiClient, objs: list[dict], *, role_name: str | Non
                 d["subjects"][0]["name"] = sa_name
             if _create(rbac.create_cluster_role_binding, d) is None:
                 rbac.replace_cluster_role_binding(d["metadata"]["name"], d)
+        elif kind == "Role":
+            if _create(rbac.create_namespaced_role, d["metadata"]["namespace"], d) is None:
+                rbac.replace_namespaced_role(d["metadata"]["name"], d["metadata"]["namespace"], d)
+        elif kind == "RoleBinding":
+            if sa_name:
+                d["subjects"][0]["name"] = sa_name
+            if _create(rbac.create_namespaced_role_binding, d["metadata"]["namespace"], d) is None:
+                rbac.replace_namespaced_role_binding(d["metadata"]["name"], d["metadata"]["namespace"], d)
 
 
 def _as(k8s, user: str) -> client.ApiClient:
@@ -485,7 +529,8 @@ def test_the_role_refuses_what_the_controller_never_does(k8s, deployed):
     _forbidden(core_sa.list_secret_for_all_namespaces)
     _forbidden(core_sa.list_config_map_for_all_namespaces)
     # Queues are created and their status written, never changed otherwise nor deleted; nodes and
-    # PriorityClasses are only read; a PodGroup is never read back one by one.
+    # PriorityClasses are only read. (A PodGroup is read back one by one: whose it is, before a
+    # spec patch or a delete, vcbus/k8s/ownership.py.)
     queue = f"deny-{ns[-6:]}"
     custom.create_cluster_custom_object(PG_GROUP, PG_VERSION, "queues", {
         "apiVersion": f"{PG_GROUP}/{PG_VERSION}", "kind": "Queue", "metadata": {"name": queue}, "spec": {"weight": 1}})
@@ -496,7 +541,6 @@ def test_the_role_refuses_what_the_controller_never_does(k8s, deployed):
     _forbidden(core_sa.delete_node, node)
     _forbidden(core_sa.create_node, {"metadata": {"name": f"{node}-x"}})
     _forbidden(client.SchedulingV1Api(sa).create_priority_class, {"metadata": {"name": node}, "value": 1})
-    _forbidden(as_sa.get_namespaced_custom_object, PG_GROUP, PG_VERSION, ns, PG_PLURAL, "resnet-dist-train")
     # Nothing outside the job controller's objects.
     _forbidden(client.AppsV1Api(sa).list_deployment_for_all_namespaces)
     _forbidden(client.RbacAuthorizationV1Api(sa).list_cluster_role)
@@ -526,6 +570,30 @@ def test_the_observe_only_role_lets_the_bridge_watch_and_nothing_else(k8s, deplo
         _forbidden(act.apply, cmd)  # the actuator's first call, `get` of the vcjob, is already refused
 
 
+def test_the_lease_role_lets_the_elector_lead_and_nothing_more(k8s, deployed):
+    """`vcbus up --leader-elect` as the service account: it creates, takes and renews its Lease;
+    another Lease of the namespace, or a Lease elsewhere, is refused."""
+    from vcbus.k8s.leader import LeaderElector
+
+    _, sa, _ = deployed
+    leases = client.CoordinationV1Api(sa)
+    elector = LeaderElector(sa, namespace=NS, name="vcbus-controller", identity="vcbus-0", lease_duration=5)
+    deadline = time.monotonic() + 30  # RBAC reaches the authorizer through an informer
+    while True:
+        try:
+            assert elector.try_acquire_or_renew() is True
+            break
+        except ApiException as err:
+            assert err.status == 403 and time.monotonic() < deadline, err
+            time.sleep(0.2)
+    assert elector.try_acquire_or_renew() is True  # renewing: get + update of that one Lease
+    assert leases.read_namespaced_lease("vcbus-controller", NS).spec.holder_identity == "vcbus-0"
+    _forbidden(leases.read_namespaced_lease, "someone-else", NS)
+    _forbidden(leases.list_namespaced_lease, NS)
+    _forbidden(leases.create_namespaced_lease, "default", {"metadata": {"name": "vcbus-controller"}, "spec": {}})
+    elector.release()
+
+
 # --------------------------------------------------------------------------- schema and pod security
 
 
@@ -535,6 +603,7 @@ _PATHS = {
     "StatefulSet": "/apis/apps/v1/namespaces/{ns}/statefulsets",
     "Deployment": "/apis/apps/v1/namespaces/{ns}/deployments",
     "NetworkPolicy": "/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies",
+    "PodDisruptionBudget": "/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets",
 }
 
 
@@ -584,6 +653,22 @@ def test_the_workloads_pass_the_api_schema_and_the_restricted_pod_security_profi
     status, data, _ = _dry_run(admin, typo, NS)
     assert status == 400, data
     assert 'unknown field "spec.template.spec.containers[0].volumeMount"' in json.loads(data)["message"]
+
+
+def test_the_webhook_deployment_serves_probes_on_its_metrics_port_and_passes_the_restricted_profile(k8s, deployed):
+    admin, _, _ = deployed
+    docs = _docs(REPO / "deploy" / "webhook" / "10-deployment.yaml")
+    dep = obj(docs, "Deployment", "vcbus-webhook")
+    container = dep["spec"]["template"]["spec"]["containers"][0]
+    cmd = container["command"]
+    assert cmd[cmd.index("--metrics-addr") + 1] == "0.0.0.0:9464"
+    assert {"name": "metrics", "containerPort": 9464} in container["ports"]
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    psa = f"deploy-wh-{uuid.uuid4().hex[:6]}"
+    client.CoreV1Api(admin).create_namespace(
+        {"metadata": {"name": psa, "labels": {"pod-security.kubernetes.io/warn": "restricted"}}})
+    for d in docs:
+        assert _accepted(admin, d, psa) == [], d["kind"]
 
 
 # --------------------------------------------------------------------------- jobs/finalizers
@@ -666,3 +751,43 @@ def test_owner_references_with_block_owner_deletion_need_jobs_finalizers(k8s, de
     assert act.apply(pg) == "applied"
     hook = o.PluginHook(job=key, seq=3, hook="OnJobAdd", plugins=["pytorch", "ssh", "status-mounter", "svc"])
     assert act.apply(hook) == "applied"
+
+
+# --------------------------------------------------------------------------- Secrets vcbus did not create
+
+
+def test_the_admission_policy_lets_the_controller_change_only_the_secrets_it_created(k8s, deployed):
+    """RBAC cannot narrow `patch`/`delete` of Secrets to some of them; the ValidatingAdmissionPolicy
+    `vcbus-secrets` does: as the service account, a Secret without vcbus's annotation cannot be
+    patched or deleted, one with it can; the actuator records the refusal and goes on."""
+    admin, sa, _ = deployed
+    ns = k8s.create_namespace(f"deploy-secret-{uuid.uuid4().hex[:6]}")
+    core, core_sa = client.CoreV1Api(admin), client.CoreV1Api(sa)
+    core.create_namespaced_secret(ns, {"metadata": {"name": "someone-elses"}, "stringData": {"k": "v"}})
+    core.create_namespaced_secret(ns, {"metadata": {"name": "ours", "annotations": {"bus.volcano.sh/managed-by": "vcbus"}},
+                                       "stringData": {"k": "v"}})
+    deadline = time.monotonic() + 30  # the policy reaches the admission chain through an informer
+    while True:
+        try:
+            core_sa.patch_namespaced_secret("someone-elses", ns, {"stringData": {"k": "changed"}})
+        except ApiException as err:
+            assert err.status == 422 and "vcbus changes only the Secrets it created" in err.body, err
+            break
+        assert time.monotonic() < deadline, "the policy never denied a patch of a Secret vcbus did not create"
+        time.sleep(0.2)
+    with pytest.raises(ApiException) as exc:
+        core_sa.delete_namespaced_secret("someone-elses", ns)
+    assert exc.value.status == 422
+    core_sa.patch_namespaced_secret("ours", ns, {"stringData": {"k": "changed"}})
+    # the actuator, as the service account: the ssh plugin's delete of a Secret it did not make
+    job = _seed_job(client.CustomObjectsApi(admin), ns)
+    core.create_namespaced_secret(ns, {"metadata": {"name": "resnet-dist-train-ssh"}, "stringData": {"k": "v"}})
+    act = Actuator(sa)
+    key = f"{ns}/resnet-dist-train"
+    booked = initial_status(3, "2026-11-30T08:00:00Z")
+    booked.controlled_resources = {"plugin-ssh": "ssh"}  # OnJobDelete deletes what OnJobAdd booked
+    assert act.apply(o.UpdateJobStatus(job=key, seq=1, status=booked)) == "applied"
+    assert act.apply(o.PluginHook(job=key, seq=2, hook="OnJobDelete", plugins=["ssh"])) == "refused"
+    assert core.read_namespaced_secret("resnet-dist-train-ssh", ns).metadata.uid
+    core_sa.delete_namespaced_secret("ours", ns)
+    assert job["metadata"]["uid"]

@@ -10,6 +10,7 @@ import signal
 import click
 
 from vcbus.bus.connecting import open_bus
+from vcbus.cli.operating import Operations, operations_options
 from vcbus.cli.up import duration, log_scheduler_stats, setup_logging
 from vcbus.settings import BusSettings, bus_options, from_flags
 
@@ -48,6 +49,7 @@ def register(group: click.Group) -> None:
 
 @click.command(help=HELP)
 @bus_options
+@operations_options()
 @click.option(
     "--config",
     "--scheduler-conf",
@@ -57,6 +59,8 @@ def register(group: click.Group) -> None:
 )
 @click.option("--period", "--schedule-period", default="1s", show_default=True, help="Time between sessions.")
 @click.option("--once", is_flag=True, help="Fold the log, run sessions until one changes nothing, then exit.")
+@click.option("--source", metavar="URI", envvar="VCBUS_CE_SOURCE",
+              help="CloudEvents source of the sessions' events and commands [env VCBUS_CE_SOURCE; default: /vcbus].")
 @click.option("-v", "--verbose", count=True, help="More logging (-vv: every session).")
 @click.option("-q", "--quiet", is_flag=True, help="Only warnings and errors.")
 def scheduler(
@@ -65,19 +69,21 @@ def scheduler(
     config_path: str | None,
     period: str,
     once: bool,
+    source: str | None,
     verbose: int,
     quiet: bool,
 ) -> None:
+    from vcbus.bus.cloudevents import resolve_source
     from vcbus.schedconf import load_config
 
     setup_logging(-1 if quiet else verbose)
     config = load_config(config_path)
     seconds = duration(period, "--period")
-    settings = from_flags(nats_url, data_dir)
-    asyncio.run(_run(settings, config, seconds, once=once))
+    settings = from_flags(nats_url, data_dir, ce_source=resolve_source(source))
+    asyncio.run(_run(settings, config, seconds, once=once, ops=Operations.current()))
 
 
-async def _run(settings: BusSettings, config, period: float, *, once: bool) -> None:
+async def _run(settings: BusSettings, config, period: float, *, once: bool, ops: Operations | None = None) -> None:
     from vcbus.bus.scheduling import SchedulerService
 
     log = logging.getLogger("vcbus")
@@ -89,7 +95,10 @@ async def _run(settings: BusSettings, config, period: float, *, once: bool) -> N
         async with open_bus(settings, own_server=not once, name="vcbus-scheduler") as bus:
             log.info("vcbus scheduler: %s; a session every %gs at most", bus.describe(), period)
             service = SchedulerService(bus, config=config, period=period)
-            await service.run(stop=stop, until_idle=once)
+            ops = ops or Operations()
+            ops.watch(scheduler=service)
+            async with ops.running(bus, stop, probes=not once):
+                await service.run(stop=stop, until_idle=once)
             log_scheduler_stats(service)
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):

@@ -6,17 +6,20 @@ import asyncio
 import logging
 import pathlib
 import signal
-import sys
 from typing import Any, NamedTuple
 
 import click
 
-from statemachines.timefmt import parse_duration
-from vcbus.bus.connecting import Bus, open_bus
+from statemachines.model.timefmt import parse_duration
+from vcbus.bus.connecting import Bus, open_bus, service_buses
 from vcbus.bus.decider import Decider
 from vcbus.bus.projector import Projector
+from vcbus.cli.operating import Operations, operations_options
+from vcbus.cli.output import namespace_scope
 from vcbus.errors import UserError
-from vcbus.settings import BusSettings, bus_options, from_flags
+from vcbus.observability.probes import DEFAULT_ADDR
+from vcbus.bus.cloudevents import resolve_source
+from vcbus.settings import BusSettings, bus_options, from_flags, service_credentials_option
 
 SERVICES = ("decider", "projector", "scheduler")
 BUS_SERVICES = ("decider", "projector")  # the default without a cluster
@@ -56,10 +59,15 @@ Examples:
   vcbus up                                   # embedded server; Ctrl-C to stop
   vcbus up --nats nats://nats.example:4222 --service decider
   vcbus up --sync-interval 2m                # NATS' default durability (faster, see docs/operations.md)
+  vcbus up --cluster-nats 3                  # three local servers, streams at replicas 3
+  vcbus up --nats nats://a:4222,nats://b:4222,nats://c:4222   # an existing cluster
+  vcbus up --retention-max-age 30d --retention-max-bytes 50GiB
   vcbus up --kubeconfig ~/.kube/config       # job controller and scheduler on a cluster
   vcbus up --cluster --no-scheduler          # job controller only; Volcano's scheduler binds
   vcbus up --cluster --scheduler-conf sched.yaml --schedule-period 2s
   vcbus up --cluster --observe-only          # beside Volcano: record, decide, compare
+  vcbus up --cluster --leader-elect          # replicas: one leads (a Lease), the others stand by
+  vcbus up --metrics-addr :9464 --log-format json   # /metrics /healthz /readyz for everyone; JSON logs
 
 Stops cleanly on Ctrl-C / SIGTERM (the record being decided is finished first).
 """
@@ -70,13 +78,8 @@ def register(group: click.Group) -> None:
 
 
 def setup_logging(verbose: int) -> None:
-    level = logging.DEBUG if verbose > 1 else logging.INFO if verbose >= 0 else logging.WARNING
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
-    root = logging.getLogger("vcbus")
-    root.handlers[:] = [handler]
-    root.setLevel(level)
-    root.propagate = False
+    """The one log format (vcbus.observability.logging), as --log-format says."""
+    Operations.current().configure_logging(verbose)
 
 
 def duration(text: str, option: str) -> float:
@@ -91,6 +94,8 @@ def duration(text: str, option: str) -> float:
 
 @click.command(help=HELP)
 @bus_options
+@service_credentials_option
+@operations_options(default_addr=DEFAULT_ADDR, leader=True)
 @click.option(
     "--service",
     "-s",
@@ -101,6 +106,16 @@ def duration(text: str, option: str) -> float:
     "(not --observe-only) the scheduler.",
 )
 @click.option("--once", is_flag=True, help="Decide and project what is in the streams, then exit.")
+@click.option(
+    "--partition", "decider_partitions", type=int, multiple=True, metavar="K",
+    help="Run the decider of partition K only (repeatable; one process per partition uses one core each). "
+    "Default: a decider for every partition of VCBUS_K8S.",
+)
+@click.option(
+    "--partitions", type=int, metavar="N",
+    help="Create VCBUS_K8S with N partitions (by job; default 1). An existing stream keeps its count: "
+    "`vcbus bus repartition N` changes it (docs/operations.md).",
+)
 @click.option("--kubeconfig", metavar="PATH", help="Run the cluster side against this cluster.")
 @click.option("--context", metavar="NAME", help="The kubeconfig context to use (default: its current one).")
 @click.option("--cluster", is_flag=True, help="Run the cluster side: in-cluster config, else the current context.")
@@ -116,7 +131,8 @@ def duration(text: str, option: str) -> float:
 @click.option(
     "--schedule-period", default="1s", show_default=True, help="Time between scheduling sessions (Volcano's flag)."
 )
-@click.option("--namespace", "watch_namespace", metavar="NS", help="Watch only this namespace (default: all).")
+@click.option("-n", "--namespace", "watch_namespace", metavar="NS", help="Watch only this namespace (default: all).")
+@click.option("-A", "--all-namespaces", "watch_all", is_flag=True, help="Watch every namespace (the default).")
 @click.option("--port", type=int, default=0, show_default=True, help="Embedded server's port (0: a free one).")
 @click.option(
     "--sync-interval",
@@ -130,6 +146,40 @@ def duration(text: str, option: str) -> float:
     show_default=True,
     help="How long JetStream remembers message ids (a decider restart must be shorter).",
 )
+@click.option(
+    "--cluster-nats",
+    "cluster_nats",
+    type=int,
+    metavar="N",
+    help="Run N local nats-servers as one JetStream cluster (3 to 5) instead of the single embedded "
+    "server; streams and KV get min(N, 3) replicas. Its stores live under --data-dir (n1..nN).",
+)
+@click.option(
+    "--replicas",
+    metavar="N",
+    envvar="VCBUS_REPLICAS",
+    help="Replicas of the streams and KV buckets [env VCBUS_REPLICAS; default: the cluster's size, at most 3; "
+    "1 on a single server]. Setting it rescales existing streams.",
+)
+@click.option(
+    "--retention-max-age",
+    metavar="AGE",
+    envvar="VCBUS_RETENTION_MAX_AGE",
+    help="Drop stream messages older than AGE (e.g. 30d, 12h; 0: keep forever) [env VCBUS_RETENTION_MAX_AGE; "
+    "default: keep forever, existing streams unchanged]. See docs/operations.md 'Retention'.",
+)
+@click.option(
+    "--retention-max-bytes",
+    metavar="SIZE",
+    envvar="VCBUS_RETENTION_MAX_BYTES",
+    help="Keep at most SIZE per stream, dropping the oldest (e.g. 10GiB; 0: unlimited) "
+    "[env VCBUS_RETENTION_MAX_BYTES; default: unlimited, existing streams unchanged].",
+)
+@click.option(
+    "--source", metavar="URI", envvar="VCBUS_CE_SOURCE",
+    help="CloudEvents source of the events and commands published [env VCBUS_CE_SOURCE; default: "
+    "/vcbus/clusters/<the kubeconfig context's cluster>, else /vcbus]; one per cluster (docs/events.md).",
+)
 @click.option("-v", "--verbose", count=True, help="More logging (-vv: debug).")
 @click.option("-q", "--quiet", is_flag=True, help="Only warnings and errors.")
 def up(
@@ -137,6 +187,8 @@ def up(
     data_dir: pathlib.Path | None,
     services: tuple[str, ...],
     once: bool,
+    decider_partitions: tuple[int, ...],
+    partitions: int | None,
     kubeconfig: str | None,
     context: str | None,
     cluster: bool,
@@ -145,9 +197,15 @@ def up(
     scheduler_conf: str | None,
     schedule_period: str,
     watch_namespace: str | None,
+    watch_all: bool,
     port: int,
     sync_interval: str,
     duplicate_window: str,
+    cluster_nats: int | None,
+    replicas: str | None,
+    retention_max_age: str | None,
+    retention_max_bytes: str | None,
+    source: str | None,
     verbose: int,
     quiet: bool,
 ) -> None:
@@ -160,14 +218,21 @@ def up(
         port=port,
         sync_interval=sync_interval,
         duplicate_window=duration(duplicate_window, "--duplicate-window"),
+        ce_source=resolve_source(source, kubeconfig=kubeconfig, context=context),
+        **cluster_and_retention(nats_url, port, cluster_nats, replicas, retention_max_age, retention_max_bytes),
+        **partition_settings(partitions, decider_partitions),
     )
     api_client = None
+    ops = Operations.current(DEFAULT_ADDR)
     if kubeconfig or cluster or context:
         from vcbus.k8s.cluster import api_client_for
 
         if once:
             raise UserError("--once decides what is in the streams; it cannot be combined with a cluster")
         api_client = api_client_for(kubeconfig, context=context)
+        ops.elect(api_client)
+    elif ops.leader_elect:
+        raise UserError("--leader-elect takes a Lease on the cluster: add --kubeconfig PATH or --cluster")
     elif observe_only:
         raise UserError("--observe-only needs a cluster: add --kubeconfig PATH or --cluster")
     chosen = choose_services(services, cluster=api_client is not None, observe_only=observe_only, no_scheduler=no_scheduler)
@@ -188,10 +253,53 @@ def up(
             once=once,
             api_client=api_client,
             observe_only=observe_only,
-            namespace=watch_namespace,
+            namespace=namespace_scope(watch_namespace, watch_all),
             scheduler=scheduler,
+            ops=ops,
+            decider_partitions=decider_partitions or None,
         )
     )
+
+
+def partition_settings(partitions: int | None, chosen: tuple[int, ...]) -> dict[str, Any]:
+    """`--partitions N` (at creation) as settings; `--partition K` checked for range."""
+    from vcbus.bus.partitions import MAX_PARTITIONS
+
+    if partitions is not None and not 1 <= partitions <= MAX_PARTITIONS:
+        raise UserError(f"--partitions {partitions}: expected 1..{MAX_PARTITIONS}")
+    for k in chosen:
+        if not 0 <= k < MAX_PARTITIONS:
+            raise UserError(f"--partition {k}: expected 0..{MAX_PARTITIONS - 1}")
+    return {"partitions": partitions} if partitions is not None else {}
+
+
+def cluster_and_retention(
+    nats_url: str | None,
+    port: int,
+    cluster_nats: int | None,
+    replicas: str | None,
+    max_age: str | None,
+    max_bytes: str | None,
+) -> dict[str, Any]:
+    """The settings of `--cluster-nats`, `--replicas` and `--retention-*` (None: not given)."""
+    from vcbus.settings import parse_age, parse_replicas, parse_size
+
+    values: dict[str, Any] = {}
+    if cluster_nats is not None:
+        if nats_url:
+            raise UserError("--cluster-nats starts local servers; it cannot be combined with --nats URL")
+        if port:
+            raise UserError("--port is the single embedded server's; --cluster-nats picks free ports")
+        if cluster_nats != 1 and not 3 <= cluster_nats <= 5:
+            raise UserError(f"--cluster-nats {cluster_nats}: expected 3 to 5 servers (1: no cluster)")
+        values["nats_servers"] = cluster_nats
+    if replicas is not None:
+        values["replicas"] = parse_replicas(replicas, "--replicas")
+    if max_age is not None:
+        values["max_age"] = parse_age(max_age, "--retention-max-age")
+    if max_bytes is not None:
+        values["max_bytes"] = parse_size(max_bytes, "--retention-max-bytes")
+    return values
 
 
 class SchedulerOptions(NamedTuple):
@@ -226,24 +334,32 @@ async def _up(
     observe_only: bool = False,
     namespace: str | None = None,
     scheduler: SchedulerOptions | None = None,
+    ops: Operations | None = None,
+    decider_partitions: tuple[int, ...] | None = None,
 ) -> None:
     log = logging.getLogger("vcbus")
+    ops = ops or Operations()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:
-        async with open_bus(settings, own_server=not once, name="vcbus-up") as bus:
+        async with open_bus(settings, own_server=not once, name="vcbus-up") as bus, \
+                service_buses(bus, services + (CLUSTER_SERVICES if api_client is not None else ())) as buses:  # a NATS user each
             cluster = None
             if api_client is not None:
                 from vcbus.k8s.cluster import ClusterSide
 
-                cluster = ClusterSide(bus, api_client, observe_only=observe_only, namespace=namespace)
+                cluster = ClusterSide(buses["bridge"], api_client, observe_only=observe_only, namespace=namespace,
+                                      fence=ops.fence, actuator_bus=buses.get("actuator"))
                 names = services + (("bridge",) if observe_only else CLUSTER_SERVICES)
             else:
                 names = services
-            log.info("vcbus up: %s; running %s", bus.describe(), ", ".join(names))
-            await run_services(bus, services, stop=stop, once=once, cluster=cluster, scheduler=scheduler)
+            async with ops.running(bus, stop, probes=not once) as leading:
+                if leading:
+                    log.info("vcbus up: %s; running %s", bus.describe(), ", ".join(names))
+                    await run_services(bus, services, stop=stop, once=once, cluster=cluster, scheduler=scheduler, buses=buses,
+                                       ops=ops, decider_partitions=decider_partitions)
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
@@ -257,35 +373,50 @@ async def run_services(
     once: bool,
     cluster=None,
     scheduler: SchedulerOptions | None = None,
+    ops: Operations | None = None,
+    buses: dict[str, Bus] | None = None,
+    decider_partitions: tuple[int, ...] | None = None,
 ) -> None:
     log = logging.getLogger("vcbus")
-    engine = None
-    if cluster is not None and cluster.actuator is not None:
-        from statemachines.engine import Engine
-        from statemachines.rendering import Renderer
+    buses = buses or {}
+    deciders = []
+    if "decider" in services:
+        from vcbus.bus.partitions import partitions as partition_count
 
-        renderer = Renderer()  # the actuator needs full pod and PodGroup manifests
-        engine = Engine(render_pod=renderer.pod, render_podgroup=renderer.podgroup)
-    observing = cluster is not None and cluster.actuator is None
-    decider = Decider(bus, engine=engine, publish_commands=not observing) if "decider" in services else None
-    projector = Projector(bus) if "projector" in services else None
+        decider_bus = buses.get("decider", bus)
+        chosen = decider_partitions or tuple(range(await partition_count(decider_bus.js)))
+        observing = cluster is not None and cluster.actuator is None
+        for k in chosen:  # one decider per partition (vcbus.bus.partitions); each its own engine
+            engine = None
+            if cluster is not None and cluster.actuator is not None:
+                from statemachines.engine import Engine
+                from statemachines.manifests.renderer import Renderer
+
+                renderer = Renderer()  # the actuator needs full pod and PodGroup manifests
+                engine = Engine(render_pod=renderer.pod, render_podgroup=renderer.podgroup,
+                                max_pods=decider_bus.settings.max_pods_per_job)
+            deciders.append(Decider(decider_bus, engine=engine, publish_commands=not observing, partition=k))
+    decider = deciders[0] if deciders else None
+    projector = Projector(buses.get("projector", bus)) if "projector" in services else None
     sched = None
     if "scheduler" in services:
         from vcbus.bus.scheduling import SchedulerService
 
         opts = scheduler or SchedulerOptions(None)
-        sched = SchedulerService(bus, period=opts.period, **({"config": opts.config} if opts.config else {}))
+        sched = SchedulerService(buses.get("scheduler", bus), period=opts.period, **({"config": opts.config} if opts.config else {}))
+    if ops is not None:  # /metrics reads their stats, /readyz their lag
+        ops.watch(decider=decider, projector=projector, scheduler=sched, actuator=getattr(cluster, "actuator", None))
     if once:
-        if decider is not None:
-            await decider.run(stop=stop, until_idle=True)
+        if deciders:
+            await asyncio.gather(*(d.run(stop=stop, until_idle=True) for d in deciders))
         if sched is not None and not stop.is_set():
             await sched.run(stop=stop, until_idle=True)
         if projector is not None and not stop.is_set():
             await projector.run(stop=stop, until_idle=True)
     else:
         tasks = []
-        if decider is not None:
-            tasks.append(asyncio.create_task(decider.run(stop=stop), name="decider"))
+        for d in deciders:
+            tasks.append(asyncio.create_task(d.run(stop=stop), name=f"decider-{d.partition_index or 0}"))
         if projector is not None:
             tasks.append(asyncio.create_task(projector.run(stop=stop), name="projector"))
         if sched is not None:
@@ -298,10 +429,11 @@ async def run_services(
         for result in results:
             if isinstance(result, BaseException):
                 raise result
-    if decider is not None:
-        st = decider.stats
+    for d in deciders:
+        st = d.stats
         log.info(
-            "decider: decided %d records, stored %d outputs (%d duplicates dropped), %d timers fired, %d poison",
+            "decider%s: decided %d records, stored %d outputs (%d duplicates dropped), %d timers fired, %d poison",
+            f" {d.partition.index}" if d.partition.count > 1 else "",
             st.decided,
             st.outputs,
             st.duplicates,

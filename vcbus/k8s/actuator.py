@@ -26,6 +26,11 @@ DeleteJob) are in vcbus.k8s.scheduler_commands.
 Job keys `_/<name>` are cluster-scoped (queues, the scheduler): only the
 commands about cluster-scoped objects (Queue status, CreateQueue, an event on
 a Queue) apply there; any other command with such a key is dropped and logged.
+
+Ownership (vcbus.k8s.ownership): a command acts only on objects of the vcjob
+its key names, checked against the live vcjob's uid, and the scheduler's only
+on pods for the `volcano` scheduler. Anything else is refused: logged,
+counted (`refused`), returned as "refused", never executed.
 """
 
 from __future__ import annotations
@@ -41,6 +46,15 @@ from statemachines import plugins as plugin_hooks
 from statemachines.plugins.ssh import fill_ssh_keys
 from vcbus.bus.subjects import CLUSTER_SCOPE
 from vcbus.k8s.event_recording import COMPONENT, EventRecording
+from vcbus.k8s.ownership import (
+    MANAGED_BY,
+    Refused,
+    job_owners,
+    managed_patch,
+    mark_managed,
+    require_manifest,
+    require_owned,
+)
 from vcbus.k8s.scheduler_commands import SchedulerCommands
 from vcbus.sshkeys import generate_ssh_keypair
 
@@ -70,14 +84,24 @@ class Actuator(SchedulerCommands, EventRecording):
         self.custom = client.CustomObjectsApi(api_client)
         self.applied = 0
         self.dropped = 0
+        self.refused = 0
 
     # ------------------------------------------------------------------ entry point
 
     def apply(self, cmd: o.Output, *, index: int = 0, msg_id: str = "") -> str:
-        """Carry `cmd` out; returns "applied", "done" (already so) or "dropped" (stale).
+        """Carry `cmd` out; returns "applied", "done" (already so), "dropped" (stale) or "refused"
+        (it would act on something vcbus does not control: vcbus.k8s.ownership).
 
         `index` and `msg_id` (the command's `Nats-Msg-Id`) name Kubernetes Events.
         """
+        try:
+            return self._apply(cmd, index=index, msg_id=msg_id)
+        except Refused as err:
+            self.refused += 1
+            log.warning("actuator: %s for %s refused (%s): %s", type(cmd).__name__, cmd.job, msg_id or "-", err)
+            return "refused"
+
+    def _apply(self, cmd: o.Output, *, index: int, msg_id: str) -> str:
         ns, name = cmd.job.split("/", 1)
         handler = getattr(self, "_" + type(cmd).__name__, None)
         if handler is None or (ns == CLUSTER_SCOPE and not isinstance(cmd, CLUSTER_COMMANDS)):
@@ -104,6 +128,16 @@ class Actuator(SchedulerCommands, EventRecording):
                 return None
             raise
 
+    def _deletable(self, obj: Any, kind: str, ns: str, name: str) -> None:
+        """`require_owned(..., gone_ok=True)` for a delete, reading the vcjob only when it can matter.
+
+        For a delete an ownerReference naming the job is enough whatever the live job is (vcbus.k8s.ownership),
+        so the usual case needs no read of the vcjob: one API call less before the DELETE.
+        """
+        if any(owner == name for owner, _ in job_owners(obj)):
+            return
+        require_owned(obj, kind, ns, name, self._job(ns, name), gone_ok=True)  # refused: it says why
+
     @staticmethod
     def _version(job: dict | None) -> int:
         return int(((job or {}).get("status") or {}).get("version") or 0)
@@ -112,12 +146,15 @@ class Actuator(SchedulerCommands, EventRecording):
 
     def _CreatePod(self, ns: str, name: str, cmd: o.CreatePod, index: int) -> str:
         job = self._job(ns, name)
-        if job is None or job["metadata"].get("uid") != cmd.job_uid and cmd.job_uid:
+        if not cmd.job_uid:
+            raise Refused(f"CreatePod {cmd.name} for {ns}/{name} carries no job uid")
+        if job is None or job["metadata"].get("uid") != cmd.job_uid:
             return "dropped"  # the job is gone, or this is another job of the same name
         if cmd.job_version < self._version(job):
             return "dropped"
         if cmd.pod is None:
             raise ValueError(f"CreatePod {cmd.name} carries no pod manifest (the decider must render pods)")
+        require_manifest(cmd.pod, "Pod", ns, name, job)
         try:
             self.core.create_namespaced_pod(ns, cmd.pod)
         except ApiException as err:
@@ -127,15 +164,18 @@ class Actuator(SchedulerCommands, EventRecording):
         return "applied"
 
     def _DeletePod(self, ns: str, name: str, cmd: o.DeletePod, index: int) -> str:
+        if cmd.mark_out_of_sync and cmd.uid and self._mark_owned_pod(ns, name, cmd):
+            return self._delete_pod(ns, cmd.name, cmd.uid)
+        try:
+            pod = self.core.read_namespaced_pod(cmd.name, ns)
+        except ApiException as err:
+            if _status(err) == 404:
+                return "done"
+            raise
+        if cmd.uid and pod.metadata.uid != cmd.uid:
+            return "done"  # another incarnation: this one is already gone
+        self._deletable(pod, "pod", ns, name)
         if cmd.mark_out_of_sync:
-            try:
-                pod = self.core.read_namespaced_pod(cmd.name, ns)
-            except ApiException as err:
-                if _status(err) == 404:
-                    return "done"
-                raise
-            if cmd.uid and pod.metadata.uid != cmd.uid:
-                return "done"  # another incarnation: this one is already gone
             annotations = pod.metadata.annotations or {}
             if "volcano.sh/controller-out-of-sync" not in annotations:
                 patch = OUT_OF_SYNC_PATCH if annotations else [
@@ -147,20 +187,50 @@ class Actuator(SchedulerCommands, EventRecording):
                     if _status(err) == 404:
                         return "done"
                     raise
-        body = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=cmd.uid) if cmd.uid else None)
+        return self._delete_pod(ns, cmd.name, pod.metadata.uid)
+
+    def _delete_pod(self, ns: str, pod: str, uid: str) -> str:
+        # The uid precondition: exactly the pod whose owner was checked, never a newer one of that name.
+        body = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid))
         try:
-            self.core.delete_namespaced_pod(cmd.name, ns, body=body)
+            self.core.delete_namespaced_pod(pod, ns, body=body)
         except ApiException as err:
             if _status(err) in (404, 409):
                 return "done"  # gone, or the uid precondition failed: a newer pod of that name
             raise
         return "applied"
 
+    def _mark_owned_pod(self, ns: str, name: str, cmd: o.DeletePod) -> bool:
+        """A kill's out-of-sync annotation in one request that is also its ownership check.
+
+        A JSON patch is atomic: its `test`s (the command's pod uid, and a first ownerReference to the
+        vcjob `name`, which every pod vcbus creates has) hold, or nothing is written. That is the
+        delete rule of vcbus.k8s.ownership, so the pod needs no read before the DELETE. False (nothing
+        written) when the tests fail or the pod is gone: the read-check-patch path then decides, and
+        says why when it refuses.
+        """
+        patch = [
+            {"op": "test", "path": "/metadata/uid", "value": cmd.uid},
+            {"op": "test", "path": "/metadata/ownerReferences/0/apiVersion", "value": f"{JOB_GROUP}/{JOB_VERSION}"},
+            {"op": "test", "path": "/metadata/ownerReferences/0/kind", "value": "Job"},
+            {"op": "test", "path": "/metadata/ownerReferences/0/name", "value": name},
+            *OUT_OF_SYNC_PATCH,  # fails too when the pod has no annotations at all: the other path adds them
+        ]
+        try:
+            self.core.patch_namespaced_pod(cmd.name, ns, patch, _content_type="application/json-patch+json")
+        except ApiException as err:
+            if _status(err) in (400, 404, 409, 422):
+                return False
+            raise
+        return True
+
     # ------------------------------------------------------------------ volumes
 
     def _CreatePVC(self, ns: str, name: str, cmd: o.CreatePVC, index: int) -> str:
         job = self._job(ns, name)
-        if job is None or (cmd.job_uid and job["metadata"].get("uid") != cmd.job_uid):
+        if not cmd.job_uid:
+            raise Refused(f"CreatePVC {cmd.name} for {ns}/{name} carries no job uid")
+        if job is None or job["metadata"].get("uid") != cmd.job_uid:
             return "dropped"
         body = {
             "apiVersion": "v1",
@@ -193,11 +263,14 @@ class Actuator(SchedulerCommands, EventRecording):
 
     def _CreatePodGroup(self, ns: str, name: str, cmd: o.CreatePodGroup, index: int) -> str:
         job = self._job(ns, name)
-        if job is None or (cmd.job_uid and job["metadata"].get("uid") != cmd.job_uid):
+        if not cmd.job_uid:
+            raise Refused(f"CreatePodGroup {cmd.name} for {ns}/{name} carries no job uid")
+        if job is None or job["metadata"].get("uid") != cmd.job_uid:
             return "dropped"
         body = cmd.podgroup
         if body is None:
             raise ValueError(f"CreatePodGroup {cmd.name} carries no manifest (the decider must render it)")
+        require_manifest(body, "PodGroup", ns, name, job)
         try:
             self.custom.create_namespaced_custom_object(PG_GROUP, PG_VERSION, ns, PG_PLURAL, body)
         except ApiException as err:
@@ -206,7 +279,19 @@ class Actuator(SchedulerCommands, EventRecording):
             raise
         return "applied"
 
+    def _podgroup(self, ns: str, name: str) -> dict | None:
+        try:
+            return self.custom.get_namespaced_custom_object(PG_GROUP, PG_VERSION, ns, PG_PLURAL, name)
+        except ApiException as err:
+            if _status(err) == 404:
+                return None
+            raise
+
     def _UpdatePodGroup(self, ns: str, name: str, cmd: o.UpdatePodGroup, index: int) -> str:
+        pg = self._podgroup(ns, cmd.name)
+        if pg is None:
+            return "done"
+        require_owned(pg, "PodGroup", ns, name, self._job(ns, name))
         patch = {
             "spec": {
                 "minMember": cmd.min_member,
@@ -223,8 +308,13 @@ class Actuator(SchedulerCommands, EventRecording):
         return "applied"
 
     def _DeletePodGroup(self, ns: str, name: str, cmd: o.DeletePodGroup, index: int) -> str:
+        pg = self._podgroup(ns, cmd.name)
+        if pg is None:
+            return "done"
+        self._deletable(pg, "PodGroup", ns, name)
+        options = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=pg["metadata"]["uid"]))
         try:
-            self.custom.delete_namespaced_custom_object(PG_GROUP, PG_VERSION, ns, PG_PLURAL, cmd.name)
+            self.custom.delete_namespaced_custom_object(PG_GROUP, PG_VERSION, ns, PG_PLURAL, cmd.name, body=options)
         except ApiException as err:
             if _status(err) == 404:
                 return "done"
@@ -269,6 +359,8 @@ class Actuator(SchedulerCommands, EventRecording):
             self._apply_object(manifest, plugin_hooks.CREATE_OR_UPDATE_DATA)
 
     def _DeleteBusCommand(self, ns: str, name: str, cmd: o.DeleteBusCommand, index: int) -> str:
+        if cmd.namespace not in ("", ns):
+            raise Refused(f"Command {cmd.namespace}/{cmd.name} is not in the namespace of vcjob {ns}/{name}")
         try:
             self.custom.delete_namespaced_custom_object(
                 CMD_GROUP, CMD_VERSION, cmd.namespace or ns, CMD_PLURAL, cmd.name
@@ -313,6 +405,8 @@ class Actuator(SchedulerCommands, EventRecording):
         ns = manifest["metadata"]["namespace"]
         name = manifest["metadata"]["name"]
         api = _OBJECT_APIS[kind]
+        if kind == "Secret":
+            manifest = mark_managed(manifest)  # Secrets are only ever patched when vcbus made them
         try:
             getattr(self._api_for(kind), f"create_namespaced_{api}")(ns, manifest)
         except ApiException as err:
@@ -323,8 +417,21 @@ class Actuator(SchedulerCommands, EventRecording):
             patch = {k: manifest[k] for k in ("data", "stringData") if k in manifest}
             if keep_keys and "data" in patch:
                 patch["data"] = {k: v for k, v in patch["data"].items() if k == "config"}
-            if patch:
+            if patch and kind == "Secret":
+                self._patch_managed_secret(ns, name, patch)
+            elif patch:
                 getattr(self._api_for(kind), f"patch_namespaced_{api}")(name, ns, patch)
+
+    def _patch_managed_secret(self, ns: str, name: str, patch: dict) -> None:
+        """Patch a Secret's data only if vcbus created it (one request: a JSON-patch test, then the keys)."""
+        try:
+            self.core.patch_namespaced_secret(
+                name, ns, managed_patch(patch), _content_type="application/json-patch+json"
+            )
+        except ApiException as err:
+            if _status(err) == 422:  # the test failed: someone else's Secret of that name
+                raise Refused(f"Secret {ns}/{name} was not created by vcbus (no {MANAGED_BY} annotation): not patched") from None
+            raise
 
     def _delete_object(self, api_version: str, kind: str, ns: str, name: str) -> None:
         api = _OBJECT_APIS.get(kind)
@@ -333,6 +440,8 @@ class Actuator(SchedulerCommands, EventRecording):
         try:
             getattr(self._api_for(kind), f"delete_namespaced_{api}")(name, ns)
         except ApiException as err:
+            if kind == "Secret" and _status(err) == 422:  # deploy/'s policy: not a Secret vcbus created
+                raise Refused(f"Secret {ns}/{name} was not created by vcbus: not deleted") from None
             if _status(err) != 404:
                 raise
 

@@ -57,8 +57,10 @@ from typing import Any
 import msgspec
 from nats.js.errors import KeyNotFoundError
 
-from statemachines.records import decode
+from statemachines.model.records import decode
 from vcbus.bus.publisher import Publisher, prepare
+from vcbus.k8s.apierrors import PermissionDenied, denied, permission_denied
+from vcbus.k8s.redaction import redact_job
 from vcbus.k8s.watching import ResourceWatcher, resource_kind
 
 log = logging.getLogger("vcbus.bridge")
@@ -98,7 +100,7 @@ def position_key(resource: str, namespace: str | None) -> str:
 
 def trim(obj: dict) -> dict:
     """What a DELETED record needs of an object: its identity and metadata."""
-    meta = dict(obj.get("metadata") or {})
+    meta = dict(redact_job(obj).get("metadata") or {})  # no last-applied key copy in KV either
     meta.pop("managedFields", None)
     return {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": meta}
 
@@ -131,15 +133,24 @@ class Bridge:
         try:
             return await self.js.key_value(BRIDGE_BUCKET)
         except Exception:
-            return await self.js.create_key_value(bucket=BRIDGE_BUCKET, history=1)
+            # as many replicas as the buckets open_bus made for this bus (3 on a cluster, vcbus.bus.cluster)
+            from vcbus.bus.subjects import STATUS_BUCKET
+
+            replicas = (await self.js.stream_info(f"KV_{STATUS_BUCKET}")).config.num_replicas or 1
+            return await self.js.create_key_value(bucket=BRIDGE_BUCKET, history=1, replicas=replicas)
 
     async def run(self, stop: asyncio.Event) -> None:
         kv = await self._kv()
         self._executor = ThreadPoolExecutor(max_workers=len(self.resources), thread_name_prefix="bridge")
         tasks = [asyncio.create_task(self._run_one(kv, r, stop), name=f"bridge-{r}") for r in self.resources]
+        stopping = asyncio.create_task(stop.wait())
         try:
-            await stop.wait()
+            await asyncio.wait([stopping, *tasks], return_when=asyncio.FIRST_EXCEPTION)  # a denial ends it
+            for t in tasks:
+                if t.done() and not t.cancelled() and isinstance(t.exception(), PermissionDenied):
+                    raise t.exception()
         finally:
+            stopping.cancel()
             for w in self.watchers.values():
                 w.stop(timeout=2.0)
             for t in tasks:
@@ -159,6 +170,8 @@ class Bridge:
             except asyncio.CancelledError:
                 raise
             except Exception as err:  # keep bridging: the stored position makes a restart lossless
+                if denied(err):  # 401/403: retrying cannot help; stop with what to grant
+                    raise permission_denied(err, component="bridge", doing=f"watching {resource}", method="GET") from None
                 self.failures += 1
                 log.warning("bridge: %s failed (%s); resuming from the stored position in %.1fs", resource, err, delay)
                 old = self.watchers.pop(resource, None)
@@ -196,7 +209,8 @@ class Bridge:
             except EOFError:
                 return
             if event is not None and (wanted is None or wanted(event["object"])):
-                record = {"type": event["type"], "object": event["object"], "time": observed_now()}
+                # private keys in plugin arguments never reach the bus (vcbus.k8s.redaction)
+                record = {"type": event["type"], "object": redact_job(event["object"]), "time": observed_now()}
                 data = _enc.encode(record)
                 msg = prepare(data, decode(data))
                 if msg is not None:

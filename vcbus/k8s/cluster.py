@@ -49,9 +49,11 @@ def api_client_for(kubeconfig: str | None, *, context: str | None = None) -> cli
 
 
 class ClusterSide:
-    def __init__(self, bus: Any, api_client: client.ApiClient, *, observe_only: bool = False, namespace: str | None = None):
+    def __init__(self, bus: Any, api_client: client.ApiClient, *, observe_only: bool = False, namespace: str | None = None,
+                 fence: Any = None, actuator_bus: Any = None):
+        """`bus` is the bridge's; `actuator_bus` the actuator's when it connects as its own NATS user."""
         self.bridge = Bridge(bus.js, api_client, namespace=namespace)
-        self.actuator = None if observe_only else ActuatorService(bus, api_client)
+        self.actuator = None if observe_only else ActuatorService(actuator_bus or bus, api_client, fence=fence)
 
     def tasks(self, stop: asyncio.Event) -> list[asyncio.Task]:
         tasks = [asyncio.create_task(self.bridge.run(stop), name="bridge")]

@@ -43,6 +43,7 @@ import msgspec
 import urllib3
 
 from vcbus.errors import UserError
+from vcbus.k8s.redaction import redact_job
 from vcbus.k8s.watching import JOB_NAME_LABEL, KubeApiError, ResourceKind, ResourceWatcher, api_request, normalize
 from vcbus.k8s.watching import resource_kind as _resource_kind
 
@@ -296,7 +297,7 @@ class Recorder:
         rk = _resource_kind(kind)
         if not self.scope.keeps(rk, obj):
             return
-        self.write(_encode({"type": event_type, "object": obj}) + b"\n")
+        self.write(_encode({"type": event_type, "object": redact_job(obj)}) + b"\n")  # no private keys in logs
         self.counts[kind] = self.counts.get(kind, 0) + 1
         self.written += 1
 

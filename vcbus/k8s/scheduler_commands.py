@@ -28,7 +28,12 @@ redelivery:
 - UpdateQueueStatus writes only the fields given, on the status subresource;
   `allocated` is replaced whole (a resource that drops out goes).
 - CreateQueue: AlreadyExists is done. DeleteJob: uid precondition, foreground
-  propagation; NotFound (or another incarnation) is done.
+  propagation; NotFound (or another incarnation) is done; a DeleteJob without a
+  uid is refused.
+
+BindPod, EvictPod and UpdatePodCondition read the pod first and act only on a
+pod for a scheduler vcbus serves (`spec.schedulerName` in `scheduler_names`,
+`volcano`): anything else is refused (vcbus.k8s.ownership).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from statemachines import outputs as o
+from vcbus.k8s.ownership import SCHEDULER_NAMES, Refused, require_schedulable
 
 log = logging.getLogger("vcbus.actuator")
 
@@ -83,6 +89,7 @@ class SchedulerCommands:
 
     core: client.CoreV1Api
     custom: client.CustomObjectsApi
+    scheduler_names: tuple[str, ...] = SCHEDULER_NAMES
 
     def _pod(self, ns: str, name: str, uid: str = "") -> Any:
         """The pod, or None if it is gone (or `uid` names an incarnation that is gone)."""
@@ -99,9 +106,11 @@ class SchedulerCommands:
     # ------------------------------------------------------------------ pods
 
     def _BindPod(self, ns: str, name: str, cmd: o.BindPod, index: int) -> str:
-        meta: dict[str, Any] = {"name": cmd.name, "namespace": ns}
-        if cmd.uid:
-            meta["uid"] = cmd.uid
+        pod = self._pod(ns, cmd.name, cmd.uid)
+        if pod is None:
+            return "done"  # gone: nothing to bind
+        require_schedulable(pod, ns, self.scheduler_names)
+        meta: dict[str, Any] = {"name": cmd.name, "namespace": ns, "uid": pod.metadata.uid}  # the pod checked
         body = {
             "apiVersion": "v1",
             "kind": "Binding",
@@ -132,6 +141,7 @@ class SchedulerCommands:
         pod = self._pod(ns, cmd.name, cmd.uid)
         if pod is None or pod.metadata.deletion_timestamp:
             return "done"  # gone, or already going
+        require_schedulable(pod, ns, self.scheduler_names)
         message = f"Pod is evicted, because of {cmd.reason}"
         scheduler = pod.spec.scheduler_name or "volcano"
         conditions = [
@@ -165,6 +175,7 @@ class SchedulerCommands:
         pod = self._pod(ns, cmd.name, cmd.uid)
         if pod is None:
             return "done"
+        require_schedulable(pod, ns, self.scheduler_names)
         if pod.spec.node_name and cmd.status != "True":
             return "dropped"  # bound meanwhile: it is scheduled after all
         status: dict[str, Any] = {}
@@ -251,9 +262,11 @@ class SchedulerCommands:
     # ------------------------------------------------------------------ the vcjob (garbage collector)
 
     def _DeleteJob(self, ns: str, name: str, cmd: o.DeleteJob, index: int) -> str:
+        if not cmd.uid:
+            raise Refused(f"DeleteJob for {ns}/{name} carries no job uid")
         options = client.V1DeleteOptions(
             propagation_policy="Foreground",  # as Volcano's garbage collector (pkg/controllers/garbagecollector/garbagecollector.go)
-            preconditions=client.V1Preconditions(uid=cmd.uid) if cmd.uid else None,
+            preconditions=client.V1Preconditions(uid=cmd.uid),
         )
         try:
             self.custom.delete_namespaced_custom_object(JOB_GROUP, JOB_VERSION, ns, JOB_PLURAL, name, body=options)

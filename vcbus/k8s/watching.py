@@ -33,8 +33,9 @@ Semantics:
   MODIFIED for objects whose resourceVersion changed; unchanged ones are not
   repeated. A name that was deleted and recreated shows as DELETED then ADDED.
 * Connection errors, apiserver restarts and other API errors are retried with
-  exponential backoff (`backoff_initial` doubling up to `backoff_max`, reset
-  once a watch is established). A normal end of the watch stream (server-side
+  jittered exponential backoff (tenacity's, from `backoff_initial` up to
+  `backoff_max`, reset once a watch is established; the log says when the
+  next try is). 401/403 are not retried: the consumer gets the error. A normal end of the watch stream (server-side
   `timeoutSeconds`) reconnects immediately.
 
 Resume position: `resource_version` and `known` describe what the *caller has
@@ -62,6 +63,8 @@ import queue
 import threading
 from dataclasses import dataclass
 from typing import Any, Iterator
+
+from vcbus.k8s.apierrors import jittered_backoff
 
 log = logging.getLogger(__name__)
 
@@ -449,6 +452,7 @@ class ResourceWatcher:
 
     def _run(self) -> None:
         backoff = self.backoff_initial
+        failures = 0
         try:
             while not self._stopping.is_set():
                 try:
@@ -464,11 +468,15 @@ class ResourceWatcher:
                 except Exception as e:  # noqa: BLE001 - any failure: back off and retry
                     if self._stopping.is_set():
                         break
+                    if isinstance(e, KubeApiError) and e.status in (401, 403):
+                        raise  # denied: retrying cannot help; the consumer gets it (`_fatal`)
                     self.last_error = e
                     self.reconnects += 1
-                    log.warning("watch %s failed (%s: %s); retrying in %.1fs",
-                                self.rk.name, type(e).__name__, e, backoff)
-                    self._stopping.wait(backoff)
+                    failures = 1 if backoff == self.backoff_initial else failures + 1
+                    delay = jittered_backoff(failures, self.backoff_initial, self.backoff_max)
+                    log.warning("watch %s failed (%s: %s); next try in %.1fs",
+                                self.rk.name, type(e).__name__, e, delay)
+                    self._stopping.wait(delay)
                     backoff = min(backoff * 2, self.backoff_max)
         except BaseException as e:  # a bug: surface it to the consumer
             self._fatal = e

@@ -50,12 +50,12 @@ class ClusterQueues:
             return index
 
 
-def cluster_queues(kubeconfig: str | None, *, ttl: float = 1.0) -> ClusterQueues:
-    """Queues from the cluster of `kubeconfig` (or the in-cluster service account)."""
+def cluster_queues(kubeconfig: str | None, *, ttl: float = 1.0, context: str | None = None) -> ClusterQueues:
+    """Queues from the cluster of `kubeconfig` and `context` (or the in-cluster service account)."""
     from kubernetes import client, config
 
-    if kubeconfig:
-        api_client = config.new_client_from_config(config_file=kubeconfig)
+    if kubeconfig or context:
+        api_client = config.new_client_from_config(config_file=kubeconfig, context=context)
     else:
         config.load_incluster_config()
         api_client = client.ApiClient()

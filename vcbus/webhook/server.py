@@ -2,7 +2,9 @@
 
 Routes `POST /jobs/mutate`, `/jobs/validate`, `/queues/mutate` and
 `/queues/validate` to `statemachines.admission.review.handle`; `GET /healthz`
-answers `ok`. The server fails closed: a body that is not JSON, a queue
+answers `ok`. Every review is timed and counted by path and answer
+(`vcbus_webhook_request_seconds`, `vcbus_webhook_reviews_total`), served on
+`vcbus webhook --metrics-addr`. The server fails closed: a body that is not JSON, a queue
 source that cannot be read, or any unexpected error is answered with
 `allowed: false` and the reason, never with an empty 200.
 """
@@ -13,12 +15,14 @@ import json
 import logging
 import ssl
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from statemachines.admission import QueueIndex
 from statemachines.admission.review import PATHS, Settings, handle
+from vcbus.observability import metrics
 
 log = logging.getLogger("vcbus.webhook")
 
@@ -71,6 +75,7 @@ class AdmissionHandler(BaseHTTPRequestHandler):
             self._send(404, b"not found\n", "text/plain")
             return
         uid = ""
+        started = time.perf_counter()
         try:
             review = json.loads(raw)
             uid = str(((review or {}).get("request") or {}).get("uid", "")) if isinstance(review, dict) else ""
@@ -81,6 +86,7 @@ class AdmissionHandler(BaseHTTPRequestHandler):
             log.exception("admission %s failed", path)
             answer = _denial(uid, f"vcbus webhook error: {err}")
         allowed = answer.get("response", {}).get("allowed")
+        metrics.admission(path, allowed is True, time.perf_counter() - started)
         log.info("%s uid=%s allowed=%s", path, uid, allowed)
         self._send(200, json.dumps(answer).encode())
 

@@ -1,0 +1,378 @@
+"""Pod failure to the API call, at light load, stage by stage, on a real API server.
+
+    .venv/bin/python benchmarks/latency.py            # 20 single failures
+    .venv/bin/python benchmarks/latency.py --quick    # 8 failures, under a minute
+    .venv/bin/python benchmarks/latency.py --json     # one JSON object; headline under "ratio"
+
+What runs: the test suite's real etcd + kube-apiserver (tests/k8s_env.py, the
+envtest binaries of `scripts/envtest.sh`), an embedded nats-server (fsync
+always, as `vcbus up` runs it), and in this process the bridge, one decider
+and the actuator exactly as `vcbus up --kubeconfig` assembles them
+(vcbus.k8s.cluster.ClusterSide, vcbus.bus.decider.Decider with the pod
+renderer). This process plays the scheduler and the kubelets
+(vcbus.k8s.podsim): N vcjobs of two workers (policy PodFailed -> RestartJob)
+run; then, one at a time, worker-0 of a job fails and the benchmark waits for
+vcbus's reaction (the DeletePod of its pods) before the next failure.
+
+Timestamps, all on this machine's wall clock:
+
+- `failed`: just before the PATCH of pods/status that fails the pod;
+- `watched`: when an independent raw watch of pods in this process sees the
+  failed status (the API server's own watch delivery);
+- `recorded`: the stream timestamp of the pod's record on VCBUS_K8S (bridge);
+- `decided`: the stream timestamp of the first DeletePod command on VCBUS_CMDS
+  whose `Nats-Msg-Id` is `<that record's seq>:<index>` (decider);
+- `applied`: the actuator's own debug audit line for that command
+  (`vcbus.actuator`), logged once the API DELETE returned (actuator).
+
+Stages: apiserver (watched - failed), bridge (recorded - watched), decider
+(decided - recorded), actuator (applied - decided), total (applied - failed).
+
+Floor, measured in the same run with the same clients: the API server's watch
+delivery for the pod status change (the `apiserver` stage itself), plus two raw
+JetStream publish round trips (nats-py `js.publish`, acked, into a scratch
+stream on the same server), plus one raw API DELETE of a pod on a node (graceful,
+with a uid precondition, as the actuator deletes one; the `kubernetes` client). `ratio` = vcbus total p50 / floor p50 (1.0 = nothing
+but the unavoidable hops).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import pathlib
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from typing import Any
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from kubernetes import client  # noqa: E402
+
+from tests import k8s_env  # noqa: E402
+from vcbus.k8s.podsim import PodSimulator  # noqa: E402
+from vcbus.k8s.watching import api_request  # noqa: E402
+
+JOBS = "/apis/batch.volcano.sh/v1alpha1/namespaces/{ns}/jobs"
+PODGROUPS = "/apis/scheduling.volcano.sh/v1beta1/namespaces/{ns}/podgroups"
+QUEUES = "/apis/scheduling.volcano.sh/v1beta1/queues"
+MERGE = "application/merge-patch+json"
+STAGES = ("apiserver", "bridge", "decider", "actuator", "total")
+DEADLINE = 60.0  # seconds for one step (a busy shared machine)
+
+
+def vcjob(name: str, queue: str) -> dict:
+    template = {"spec": {"containers": [{"name": "main", "image": "busybox",
+                                         "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}],
+                         "restartPolicy": "OnFailure"}}
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": name},
+        "spec": {"minAvailable": 2, "queue": queue, "schedulerName": "volcano", "maxRetry": 3,
+                 "policies": [{"events": ["PodFailed"], "action": "RestartJob"}],
+                 "tasks": [{"name": "worker", "replicas": 2, "template": template}]},
+    }
+
+
+class Audit(logging.Handler):
+    """The actuator's debug audit lines: msg id -> (time, command type, result)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.seen: dict[str, tuple[float, str, str]] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.msg.startswith("actuator: %s %s for %s: %s in") and len(record.args) == 5:
+            msg_id, kind, _job, result, _ms = record.args
+            self.seen[msg_id] = (record.created, kind, result)
+
+
+class PodWatch:
+    """A raw watch of the namespace's pods: when each (pod, phase) was first seen."""
+
+    def __init__(self, api: Any, ns: str) -> None:
+        self.api, self.ns = api, ns
+        self.seen: dict[tuple[str, str], float] = {}
+        self.stop = threading.Event()
+        rv = api_request(api, "GET", f"/api/v1/namespaces/{ns}/pods")["metadata"]["resourceVersion"]
+        self.resp = api_request(api, "GET", f"/api/v1/namespaces/{ns}/pods", stream=True, timeout=(5, 3600),
+                                query={"watch": "true", "resourceVersion": rv})
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        from vcbus.k8s.watching import _iter_lines
+
+        try:
+            for line in _iter_lines(self.resp):
+                now = time.time()
+                ev = json.loads(line)
+                obj = ev.get("object") or {}
+                key = ((obj.get("metadata") or {}).get("name", ""), (obj.get("status") or {}).get("phase", ""))
+                self.seen.setdefault(key, now)
+        except Exception:  # noqa: BLE001 - closed at the end
+            pass
+
+    def close(self) -> None:
+        try:
+            self.resp.shutdown() if hasattr(self.resp, "shutdown") else None
+            self.resp.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    return s[min(len(s) - 1, round(q / 100 * (len(s) - 1)))]
+
+
+def figures(values: list[float]) -> dict[str, float]:
+    return {"p50": round(percentile(values, 50), 2), "p99": round(percentile(values, 99), 2),
+            "mean": round(statistics.fmean(values), 2) if values else float("nan")}
+
+
+async def until(what: str, cond, deadline: float = DEADLINE, every: float = 0.01):
+    end = time.monotonic() + deadline
+    while True:
+        got = cond()
+        if asyncio.iscoroutine(got):
+            got = await got
+        if got:
+            return got
+        if time.monotonic() > end:
+            raise TimeoutError(f"waited {deadline:.0f}s for {what}")
+        await asyncio.sleep(every)
+
+
+async def run(n: int, workdir: pathlib.Path, verbose: bool) -> dict:
+    from statemachines.engine import Engine
+    from statemachines.manifests.renderer import Renderer
+    from vcbus.bus.connecting import open_bus
+    from vcbus.bus.decider import Decider
+    from vcbus.bus.server import EmbeddedServer
+    from vcbus.k8s.cluster import ClusterSide
+    from vcbus.settings import BusSettings
+
+    assets = k8s_env.asset_dir()
+    if assets is None:
+        raise SystemExit(f"latency: {k8s_env.missing_assets_message()}")
+    env = k8s_env.EnvTest(assets, workdir / "envtest")
+    server = EmbeddedServer(data_dir=workdir / "nats", sync_interval="always")
+    audit = Audit()
+    alog = logging.getLogger("vcbus.actuator")
+    alog.setLevel(logging.DEBUG)
+    alog.addHandler(audit)
+    alog.propagate = verbose  # --samples: the audit lines on stderr too
+    try:
+        env.start()
+        server.start(timeout=10)
+        api = env.api_client()
+        ns = env.create_namespace("latency")
+        sim = PodSimulator(api)
+        queue = "lat"
+        api_request(api, "POST", QUEUES, body={"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+                                               "metadata": {"name": queue}, "spec": {"weight": 1}})
+        api_request(api, "PATCH", f"{QUEUES}/{queue}/status", content_type=MERGE, body={"status": {"state": "Open"}})
+        sim.create_node("lat-node", cpu="64", memory="256Gi", pods=250)
+        stop = asyncio.Event()
+        async with open_bus(BusSettings(nats_url=server.url), name="latency") as bus:
+            cluster = ClusterSide(bus, env.api_client(), namespace=ns)  # vcbus's own client, as in `vcbus up`
+            renderer = Renderer()
+            engine = Engine(render_pod=renderer.pod, render_podgroup=renderer.podgroup)
+            decider = Decider(bus, engine=engine)
+            tasks = [asyncio.create_task(decider.run(stop=stop)), *cluster.tasks(stop)]
+            try:
+                samples = await drive(api, ns, sim, bus, n, audit, queue, tasks)
+                floor = await measure_floor(api, ns, bus, n)
+            finally:
+                stop.set()
+                await asyncio.gather(*tasks, return_exceptions=True)
+    finally:
+        alog.removeHandler(audit)
+        alog.propagate = True
+        server.stop()
+        env.stop()
+    stages = {k: figures([x[k] for x in samples]) for k in STAGES}
+    floor_p50 = stages["apiserver"]["p50"] + floor["js_publish_ms"]["p50"] * 2 + floor["api_delete_ms"]["p50"]
+    return {
+        "failures": len(samples),
+        "stages_ms": stages,
+        "floor_ms": {**floor, "p50": round(floor_p50, 2)},
+        "ratio": round(stages["total"]["p50"] / floor_p50, 2) if floor_p50 else None,
+        "samples": samples if verbose else None,
+    }
+
+
+def _exc(tasks) -> None:
+    for t in tasks:
+        if t.done() and not t.cancelled() and t.exception() is not None:
+            raise RuntimeError(f"{t.get_name()} failed: {t.exception()!r}") from t.exception()
+
+
+async def drive(api, ns, sim: PodSimulator, bus, n: int, audit: Audit, queue: str, tasks) -> list[dict]:
+    from vcbus.bus import subjects as s
+
+    names = [f"lat-{i:03d}" for i in range(n)]
+    for name in names:
+        await asyncio.to_thread(api_request, api, "POST", JOBS.format(ns=ns), body=vcjob(name, queue))
+
+    def bring_up() -> bool:  # play the scheduler and the kubelets until every worker runs
+        pgs = api_request(api, "GET", PODGROUPS.format(ns=ns))["items"]
+        for pg in pgs:
+            if (pg.get("status") or {}).get("phase") in (None, "", "Pending"):
+                sim.set_podgroup_phase(ns, pg["metadata"]["name"], "Inqueue")
+        sim.reap(ns)
+        sim.schedule(ns)
+        running = 0
+        for pod in sim.list_pods(ns):
+            phase = (pod.get("status") or {}).get("phase")
+            if pod["spec"].get("nodeName") and phase == "Pending" and not pod["metadata"].get("deletionTimestamp"):
+                sim.start(pod)
+                phase = "Running"
+            running += phase == "Running"
+        return running == 2 * n and len(pgs) == n
+
+    async def up() -> bool:
+        _exc(tasks)
+        return await asyncio.to_thread(bring_up)
+
+    await until("every worker running", up, deadline=120.0, every=0.2)
+    await asyncio.sleep(1.0)  # let the bus settle: light load means nothing else in flight
+    watch = await asyncio.to_thread(PodWatch, api, ns)
+    k8s = bus.js
+    samples = []
+    try:
+        for name in names:
+            pod = f"{name}-worker-0"
+            before = len(audit.seen)
+            failed = await asyncio.to_thread(fail, sim, pod, ns)
+
+            def reacted() -> str | None:
+                _exc(tasks)
+                for mid, (_, kind, _) in list(audit.seen.items())[before:]:
+                    if kind == "DeletePod":
+                        return mid
+                return None
+
+            mid = await until(f"the DeletePod after {pod} failed", reacted)
+            applied = audit.seen[mid][0]
+            seq = int(mid.split(":")[0])
+            rec = await k8s.get_msg(s.K8S_STREAM, seq)
+            recorded = rec.time.timestamp()  # the stream timestamp of the failure's record
+            if f"/{pod}" not in rec.subject and not rec.subject.endswith(pod):
+                raise RuntimeError(f"DeletePod {mid} follows record {seq} on {rec.subject}, not {pod}'s failure")
+            cmd = await _command(k8s, mid)
+            watched = watch.seen.get((pod, "Failed"), float("nan"))
+            samples.append({
+                "apiserver": (watched - failed) * 1e3, "bridge": (recorded - watched) * 1e3,
+                "decider": (cmd - recorded) * 1e3, "actuator": (applied - cmd) * 1e3, "total": (applied - failed) * 1e3,
+            })
+            # the rest of the reaction (the siblings' deletes, the status) goes through before the next failure
+            await asyncio.sleep(0.3)
+            await until("the actuator idle", lambda: _idle(audit), every=0.05)
+    finally:
+        watch.close()
+    return samples
+
+
+def fail(sim: PodSimulator, pod: str, ns: str) -> float:
+    """Fail `pod` as its kubelet would; returns the time just before the PATCH of pods/status."""
+    sent = []
+    patch = sim._patch_pod_status
+
+    def timed(*args, **kw):  # a timestamp, nothing else: the request goes out as it would
+        sent.append(time.time())
+        return patch(*args, **kw)
+
+    sim._patch_pod_status = timed
+    try:
+        sim.fail(pod, 1, namespace=ns)
+    finally:
+        del sim._patch_pod_status
+    return sent[-1]
+
+
+def _idle(audit: Audit, quiet: float = 0.3) -> bool:
+    last = max((t for t, _, _ in audit.seen.values()), default=0.0)
+    return time.time() - last > quiet
+
+
+async def _command(js, msg_id: str) -> float:
+    from vcbus.bus import subjects as s
+
+    info = await js.stream_info(s.CMDS_STREAM)
+    for seq in range(info.state.last_seq, max(0, info.state.last_seq - 200), -1):
+        m = await js.get_msg(s.CMDS_STREAM, seq)
+        if (m.headers or {}).get("Nats-Msg-Id") == msg_id:
+            return m.time.timestamp()
+    raise RuntimeError(f"no command {msg_id} on {s.CMDS_STREAM}")
+
+
+async def measure_floor(api, ns: str, bus, n: int) -> dict:
+    from nats.js.api import StreamConfig
+
+    js = bus.js
+    await js.add_stream(StreamConfig(name="LATENCY_FLOOR", subjects=["latency.floor"]))
+    pubs = []
+    for i in range(max(20, n * 2)):
+        t = time.perf_counter()
+        await js.publish("latency.floor", b'{"type":"MODIFIED","object":{}}' * 20, headers={"Nats-Msg-Id": f"f{i}"})
+        pubs.append((time.perf_counter() - t) * 1e3)
+    await js.delete_stream("LATENCY_FLOOR")
+    core = client.CoreV1Api(api)
+
+    def deletes() -> list[float]:  # a pod on a node, deleted as the actuator deletes one (graceful, uid precondition)
+        out = []
+        for i in range(max(10, n)):
+            pod = core.create_namespaced_pod(ns, {"metadata": {"name": f"floor-{i}"}, "spec": {
+                "nodeName": "lat-node", "containers": [{"name": "main", "image": "busybox"}]}})
+            body = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=pod.metadata.uid))
+            t = time.perf_counter()
+            core.delete_namespaced_pod(pod.metadata.name, ns, body=body)
+            out.append((time.perf_counter() - t) * 1e3)
+        return out
+
+    dels = await asyncio.to_thread(deletes)
+    return {"js_publish_ms": figures(pubs), "api_delete_ms": figures(dels)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="8 failures (under a minute)")
+    ap.add_argument("--failures", type=int, default=None, help="number of single failures (default 20)")
+    ap.add_argument("--json", action="store_true", help="print one JSON object")
+    ap.add_argument("--samples", action="store_true", help="include every sample in the JSON")
+    args = ap.parse_args(argv)
+    n = args.failures or (8 if args.quick else 20)
+    if n < 1:
+        print("latency: --failures must be at least 1", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    with tempfile.TemporaryDirectory(prefix="vcbus-latency-") as tmp:
+        result = asyncio.run(run(n, pathlib.Path(tmp), args.samples))
+    if not args.samples:
+        result.pop("samples")
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(f"pod failure -> API call, {result['failures']} single failures at light load (ms)")
+    for k in STAGES:
+        f = result["stages_ms"][k]
+        print(f"  {k:<10} p50 {f['p50']:8.2f}  p99 {f['p99']:8.2f}  mean {f['mean']:8.2f}")
+    fl = result["floor_ms"]
+    print(f"  floor: watch delivery p50 {result['stages_ms']['apiserver']['p50']:.2f} + 2 x JetStream publish "
+          f"p50 {fl['js_publish_ms']['p50']:.2f} + API DELETE p50 {fl['api_delete_ms']['p50']:.2f} = {fl['p50']:.2f}")
+    print(f"  ratio (total p50 / floor p50): {result['ratio']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

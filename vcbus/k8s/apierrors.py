@@ -1,0 +1,129 @@
+"""API server failures that explain themselves: denied, unreachable, refused for good.
+
+Three kinds of failure, three answers:
+
+- **denied** (401 Unauthorized, 403 Forbidden): retrying cannot help, so the
+  component stops with `PermissionDenied`, whose message names the verb and the
+  resource the API server refused (from its own message, `cannot <verb>
+  resource "<resource>" in API group "<group>"`) and what to grant.
+- **unreachable** (connection refused or reset, a timeout, 5xx, 429): retried
+  with jittered exponential backoff (`tenacity`, vcbus.backoff), each retry logged with how
+  long until the next try (`unreachable_retry`).
+- **refused for good** (any other 4xx but 409 Conflict: 400, 404 of a
+  namespace gone, 422 Invalid, a webhook's denial): `refused()` says so; the
+  actuator records the command as failed, with a Warning Event on the job,
+  and goes on with the next command.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from typing import Any
+
+import tenacity
+import urllib3.exceptions
+
+from vcbus import backoff, exitcodes
+from vcbus.errors import UserError
+from vcbus.observability import metrics as m
+
+log = logging.getLogger("vcbus.k8s")
+
+TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+_CANNOT = re.compile(r'cannot (\w+) resource "([^"]+)"(?: in API group "([^"]*)")?(?: in the namespace "([^"]+)")?')
+_METHOD_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete", "GET": "get"}
+
+
+class PermissionDenied(UserError):
+    """The API server refused our credentials (401) or a verb on a resource (403): stop, do not retry."""
+
+    exit_code = exitcodes.CLUSTER
+
+
+def status_of(err: BaseException) -> int:
+    return int(getattr(err, "status", 0) or 0)
+
+
+def _message(err: BaseException) -> str:
+    body = getattr(err, "body", None)
+    if isinstance(body, (bytes, str)):
+        try:
+            body = json.loads(body)
+        except ValueError:
+            return str(body)[:300]
+    if isinstance(body, dict):
+        return str(body.get("message") or body.get("reason") or "")
+    return str(getattr(err, "reason", "") or err)
+
+
+def denied(err: BaseException) -> bool:
+    return status_of(err) in (401, 403)
+
+
+def refused(err: BaseException) -> bool:
+    """A final answer: a 4xx other than 409 Conflict and the transient ones (408, 429), and not 401/403."""
+    status = status_of(err)
+    return 400 <= status < 500 and status != 409 and status not in TRANSIENT_STATUSES and not denied(err)
+
+
+def transient(err: BaseException) -> bool:
+    """Worth retrying: the server is away (connection errors, timeouts) or said so (5xx, 429, 408)."""
+    if isinstance(err, (OSError, urllib3.exceptions.HTTPError, TimeoutError)) and not status_of(err):
+        return True
+    return status_of(err) in TRANSIENT_STATUSES
+
+
+def permission_denied(err: BaseException, *, component: str, doing: str = "", method: str = "") -> PermissionDenied:
+    """The one-line stop message of a 401/403: who, which verb on which resource, what to grant."""
+    text = _message(err)
+    found = _CANNOT.search(text)
+    if status_of(err) == 401:
+        return PermissionDenied(
+            f"{component}: the API server rejected the credentials (401 Unauthorized) while {doing or 'calling it'}; "
+            "check the kubeconfig or the service account token"
+        )
+    if found:
+        verb, resource, group, namespace = found.groups()
+        where = f' in namespace "{namespace}"' if namespace else ""
+        api = f'{resource}.{group}' if group else resource
+        return PermissionDenied(
+            f"{component}: permission denied: cannot {verb} {api}{where} (403 Forbidden: {text}); "
+            f"grant verb {verb!r} on resource {resource!r} (apiGroup {group!r}) to vcbus's role (deploy/rbac)"
+        )
+    verb = _METHOD_VERBS.get(method.upper(), "use")
+    return PermissionDenied(
+        f"{component}: permission denied (403 Forbidden) while {doing or 'calling the API server'}: {text}; "
+        f"grant verb {verb!r} on that resource to vcbus's role (deploy/rbac)"
+    )
+
+
+def jittered_backoff(failures: int, initial: float, maximum: float) -> float:
+    """The wait after the `failures`-th failure in a row (vcbus.backoff)."""
+    return backoff.delay(failures, initial, maximum)
+
+
+def unreachable_retry(component: str, *, initial: float = 0.2, maximum: float = 30.0, attempts: int | None = None,
+                      logger: logging.Logger | None = None) -> dict[str, Any]:
+    """tenacity arguments: retry transient errors with full-jitter exponential backoff, logging each wait.
+
+    Use as `tenacity.Retrying(**unreachable_retry("actuator"))` or the Async variant.
+    """
+    logger = logger or log
+
+    def before_sleep(state: tenacity.RetryCallState) -> None:
+        err = state.outcome.exception() if state.outcome else None
+        wait = state.next_action.sleep if state.next_action else 0.0
+        m.API_RETRY_WAIT.labels(component).inc()
+        what = "API server unreachable" if err is not None and transient(err) else "API call failed"
+        logger.warning("%s: %s (%s); attempt %d failed, next try in %.1fs",
+                       component, what, err or "error", state.attempt_number, wait)
+
+    return {
+        "retry": tenacity.retry_if_exception(transient),
+        "wait": backoff.strategy(initial, maximum),
+        "stop": tenacity.stop_after_attempt(attempts) if attempts else tenacity.stop_never,
+        "before_sleep": before_sleep,
+        "reraise": True,
+    }

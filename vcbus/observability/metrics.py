@@ -1,0 +1,133 @@
+"""Every metric vcbus exports (Prometheus, `prometheus_client`); docs/operations.md lists them with alerts.
+
+Two kinds:
+- **counted where it happens**: one-line calls in the services (`decided`,
+  `command_result`, `session_time`, `admission`) on module-level metrics of the
+  process's default registry;
+- **read at scrape time** from the services' own statistics (`ServiceStats`):
+  decider records, poison, the scheduler's sessions. Nothing in the services
+  has to know about Prometheus for those.
+
+Bus lag (`vcbus_bus_consumer_pending`) is a gauge the probe loop
+(`vcbus.observability.probes.BusWatch`) sets from JetStream consumer info.
+Label values are bounded: output types, command results, consumer names,
+webhook paths.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+DECISIONS = Counter(
+    "vcbus_decisions_total",
+    "Outputs the decider decided, by kind (event|command) and action (the output type, e.g. CreatePod); "
+    "with --observe-only the commands are counted but not stored.",
+    ["kind", "action"],
+)
+COMMANDS = Counter(
+    "vcbus_commands_total",
+    "Commands the actuator finished, by result: applied, done (already so), dropped (stale), "
+    "refused (the API server refused for good; recorded and skipped).",
+    ["command", "result"],
+)
+COMMAND_RETRIES = Counter(
+    "vcbus_command_retries_total",
+    "Command attempts that failed transiently (API server away, conflict storm) and were retried.",
+    ["command"],
+)
+BUS_PENDING = Gauge(
+    "vcbus_bus_consumer_pending",
+    "Messages of the stream the durable consumer has not been delivered yet (its lag).",
+    ["stream", "consumer"],
+)
+BUS_ACK_PENDING = Gauge(
+    "vcbus_bus_consumer_ack_pending",
+    "Messages delivered to the durable consumer and not acknowledged yet.",
+    ["stream", "consumer"],
+)
+BUS_CONNECTED = Gauge("vcbus_bus_connected", "1 while the NATS connection is up.")
+SESSION_SECONDS = Histogram(
+    "vcbus_scheduler_session_seconds",
+    "Wall time of one scheduling session (run_session, outside the bus writes).",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+)
+WEBHOOK_SECONDS = Histogram(
+    "vcbus_webhook_request_seconds",
+    "Admission request handling time, by path.",
+    ["path"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+)
+WEBHOOK_REVIEWS = Counter(
+    "vcbus_webhook_reviews_total", "Admission reviews answered, by path and allowed (true|false).", ["path", "allowed"]
+)
+LEADER = Gauge("vcbus_leader", "1 while this replica holds the leader Lease (or runs without leader election).")
+LEADER_TRANSITIONS = Counter("vcbus_leader_transitions_total", "Times this replica became or stopped being leader.")
+API_RETRY_WAIT = Counter(
+    "vcbus_api_unreachable_retries_total", "Retries of an unreachable API server or bus, by component.", ["component"]
+)
+
+
+def decided(out: Any, *, command: bool) -> None:
+    """One stored output of the decider (called once per output of a decided record)."""
+    DECISIONS.labels("command" if command else "event", type(out).__name__).inc()
+
+
+def command_result(command: Any, result: str) -> None:
+    COMMANDS.labels(type(command).__name__, result).inc()
+
+
+def admission(path: str, allowed: bool, seconds: float) -> None:
+    WEBHOOK_SECONDS.labels(path).observe(seconds)
+    WEBHOOK_REVIEWS.labels(path, "true" if allowed else "false").inc()
+
+
+class ServiceStats(Collector):
+    """Reads the running services' statistics at scrape time (attach them with `watch`)."""
+
+    def __init__(self) -> None:
+        self.decider: Any = None
+        self.scheduler: Any = None
+        self.projector: Any = None
+
+    def watch(self, *, decider: Any = None, scheduler: Any = None, projector: Any = None) -> None:
+        self.decider = decider or self.decider
+        self.scheduler = scheduler or self.scheduler
+        self.projector = projector or self.projector
+
+    def collect(self) -> Iterator[Any]:
+        d = self.decider
+        if d is not None:
+            st = d.stats
+            yield _counter("vcbus_records_decided", "VCBUS_K8S records decided (outputs stored, record acked).", st.decided)
+            yield _counter("vcbus_decider_poison_records", "Records set aside as poison (record.poison.v1).", st.poison)
+            yield _counter("vcbus_decider_timers_fired", "TIMER records appended for due policy timeouts.", st.timers)
+            yield _counter("vcbus_decider_duplicate_outputs", "Outputs JetStream already had (re-decided).", st.duplicates)
+            yield _gauge("vcbus_decider_position", "Last VCBUS_K8S sequence the decider folded.", d.applied)
+        sched = self.scheduler
+        if sched is not None:
+            st = sched.stats
+            yield _counter("vcbus_scheduler_sessions", "Scheduling sessions stored.", st.sessions)
+            yield _counter("vcbus_scheduler_failed_sessions", "Sessions that raised (nothing published).", st.failed)
+            yield _counter("vcbus_scheduler_binds", "BindPod decisions stored.", st.binds)
+            yield _counter("vcbus_scheduler_evictions", "EvictPod decisions stored.", st.evictions)
+        p = self.projector
+        if p is not None:
+            yield _counter("vcbus_projector_events", "Events folded into the KV views.", p.written)
+
+
+def _counter(name: str, doc: str, value: float) -> CounterMetricFamily:
+    return CounterMetricFamily(name, doc, value=value)
+
+
+def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, doc, value=value)
+
+
+SERVICES = ServiceStats()
+REGISTRY.register(SERVICES)
+
+__all__ = ["REGISTRY", "CollectorRegistry", "SERVICES", "decided", "command_result", "admission"]
