@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test test-fast lint run bench envtest browser docs docs-images clean
+.PHONY: venv test test-fast lint run bench envtest browser js-example helm shells docs docs-images clean crds lock
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -15,6 +15,20 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 venv: $(STAMP)
+
+# deploy/crds/*.yaml and statemachines/admission/crd_schemas.json from deploy/crds/src/
+# (scripts/gen-crds.py; tests/test_crdgen.py fails when they are not current).
+crds: $(STAMP)
+	$(BIN)/python scripts/gen-crds.py
+
+# requirements.lock (the image's exact, hashed dependencies) from pyproject.toml, and requirements-build.lock
+# (its build stage's setuptools), with uv (a dev dependency).
+lock: $(STAMP)
+	{ sed -n '1,4p' requirements.lock; $(BIN)/uv pip compile pyproject.toml --generate-hashes --python-version 3.11 \
+	  --python-platform linux --no-header --quiet; } > requirements.lock.new && mv requirements.lock.new requirements.lock
+	{ sed -n '1,2p' requirements-build.lock; echo "setuptools>=77" | $(BIN)/uv pip compile - --generate-hashes \
+	  --python-version 3.11 --python-platform linux --no-header --quiet; } > requirements-build.lock.new \
+	  && mv requirements-build.lock.new requirements-build.lock
 
 lint: $(STAMP)
 	$(BIN)/lint-imports
@@ -33,7 +47,24 @@ envtest:
 browser:
 	@scripts/install-browser.sh
 
-test: $(STAMP) envtest browser
+# The npm dependency of the JavaScript subscriber example (examples/subscribers/js), for its
+# test. Never fails the build: without node/npm or the registry that test skips with a message
+# (or fails when VCBUS_REQUIRE_K8S=1).
+js-example:
+	@scripts/install-js-example.sh
+
+# zsh and fish for the completion tests (apt-get, as `browser`). Never fails the build: without
+# them those tests skip with a message (or fail when VCBUS_REQUIRE_K8S=1).
+shells:
+	@scripts/install-shells.sh
+
+# helm for the chart tests (tests/test_helm_chart.py), built from the Go module proxy into
+# ~/.cache/vcbus/helm (scripts/install-helm.sh pins the version). Never fails the build: without
+# it those tests skip with a message (or fail when VCBUS_REQUIRE_K8S=1).
+helm:
+	@scripts/install-helm.sh >/dev/null || echo "make helm: no helm; the chart tests will skip (fail if VCBUS_REQUIRE_K8S=1)" >&2
+
+test: $(STAMP) envtest browser js-example helm shells
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest
 
@@ -47,7 +78,9 @@ run: $(STAMP)
 docs: $(STAMP)
 	$(BIN)/python -c "from statemachines.job.diagram import document; print(document(), end='')" > docs/statemachines/job.md
 	$(BIN)/python -c "from statemachines.queues.diagram import document; print(document(), end='')" > docs/statemachines/queue.md
+	$(BIN)/python -c "from statemachines.task.diagram import document; print(document(), end='')" > docs/statemachines/task.md
 	$(BIN)/python -m vcbus.bus.schemas
+	$(BIN)/python -m vcbus.bus.asyncapi
 	$(BIN)/python -m vcbus.replay_schema
 
 # The screenshot in docs/replay.md, taken with the headless chromium the tests use.

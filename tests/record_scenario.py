@@ -1,7 +1,7 @@
 """A small vcjob life on a real API server, driven by plain API calls, for the recording tests.
 
 The test plays the job controller (it creates the PodGroup and the pods vcbus
-would, with `statemachines.podgroup.build_podgroup` / `statemachines.pods.build_pod`,
+would, with `statemachines.manifests.podgroup.build_podgroup` / `statemachines.manifests.pod.build_pod`,
 and writes the job's status), the scheduler (PodGroup Inqueue, pods bound) and
 the kubelet (`vcbus.k8s.podsim`): both workers run, worker-1 fails with exit
 code 1, a Command asks to abort the job, then everything is deleted. Every kind
@@ -13,8 +13,8 @@ What a replay of a recording of it must decide: `PodFailed` of worker-1 ->
 
 from __future__ import annotations
 
-from statemachines.podgroup import build_podgroup
-from statemachines.pods import build_pod
+from statemachines.manifests.pod import build_pod
+from statemachines.manifests.podgroup import build_podgroup
 from vcbus.k8s.podsim import PodSimulator
 from vcbus.k8s.watching import api_request
 

@@ -6,7 +6,7 @@ import pathlib
 import re
 
 from statemachines.job.diagram import document, mermaid
-from statemachines.vocabulary import Phase
+from statemachines.model.vocabulary import Phase
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -34,3 +34,25 @@ def test_queue_diagram_nodes_are_volcanos_four_states():
 
     nodes = set(re.findall(r'state "(\w+)" as', queue_mermaid()))
     assert nodes == {"Open", "Closing", "Closed", "Unknown"}
+
+
+def test_task_diagram_doc_is_current():
+    from statemachines.task.diagram import document as task_document
+
+    checked_in = (ROOT / "docs" / "statemachines" / "task.md").read_text()
+    assert checked_in == task_document(), "run: make docs"
+
+
+def test_task_diagram_nodes_are_the_four_task_phases():
+    from statemachines.task.diagram import mermaid as task_mermaid
+    from statemachines.task.phases import TaskPhase
+
+    nodes = set(re.findall(r'state "(\w+)" as', task_mermaid()))
+    assert nodes == {p.value for p in TaskPhase} == {"Pending", "Running", "Completed", "Failed"}
+
+
+def test_asyncapi_document_is_current():
+    from vcbus.bus.asyncapi import render
+
+    checked_in = (ROOT / "docs" / "asyncapi.yaml").read_text()
+    assert checked_in == render(), "run: make docs"

@@ -25,7 +25,7 @@ import pytest
 from tests.k8s_env import asset_dir
 from tests.record_scenario import JOB, drive
 from tests.test_replay_cli import records
-from tests.test_replay_live import Output
+from tests.test_replay_live import Output, interruptible
 from tests.test_webhook_k8s import webhook  # noqa: F401 - the admission webhook fixture (the e2e test's)
 from vcbus.k8s.watching import api_request
 
@@ -88,7 +88,7 @@ class Recorder:
         cmd = [sys.executable, "-m", "vcbus.cli.main", "record", "--kubeconfig", str(k8s.kubeconfig), *args]
         if out is not None:
             cmd += ["-o", str(out)]
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=stdout, stderr=subprocess.PIPE)
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=stdout, stderr=subprocess.PIPE, preexec_fn=interruptible)
         self.err = Output(self.proc.stderr)
         # written once the snapshot is written and the watches are started
         self.first = self.err.wait_for(lambda line: True, "vcbus record's first line")
@@ -110,7 +110,7 @@ class KubectlWatch:
         self.err = out.with_suffix(".err")
         cmd = [kubectl, "--kubeconfig", str(k8s.kubeconfig), "-v=6", "get", KUBECTL_NAMES[kind], "-n", ns,
                "--watch", *flags]
-        self.proc = subprocess.Popen(cmd, stdout=open(out, "wb"), stderr=open(self.err, "wb"))
+        self.proc = subprocess.Popen(cmd, stdout=open(out, "wb"), stderr=open(self.err, "wb"), preexec_fn=interruptible)
 
     def started(self) -> bool:
         assert self.proc.poll() is None, self.err.read_text()
@@ -289,7 +289,7 @@ def test_record_only_one_job_or_a_label_selector(k8s, tmp_path):
 def test_record_piped_into_replay_follows_a_live_cluster(k8s):
     ns = k8s.create_namespace("record-live")
     recorder = Recorder(k8s, None, "-n", ns, stdout=subprocess.PIPE)
-    follower = subprocess.Popen([sys.executable, "-m", "vcbus.cli.main", "replay", "-"], cwd=ROOT,
+    follower = subprocess.Popen([sys.executable, "-m", "vcbus.cli.main", "replay", "-"], cwd=ROOT, preexec_fn=interruptible,
                                 stdin=recorder.proc.stdout, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     recorder.proc.stdout.close()  # the follower owns the pipe now
     out = Output(follower.stdout)

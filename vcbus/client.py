@@ -98,7 +98,7 @@ class Subscription:
         url = self.url or from_environment().nats_url
         if not url:
             raise BusError("no NATS URL: pass url=... or set VCBUS_NATS_URL")
-        self.nc = await connect(url, name=f"vcbus-client-{self.name}")
+        self.nc = await connect(url, name=f"vcbus-client-{self.name}", auth=from_environment().auth)
         self.js = self.nc.jetstream()
         cfg = api.ConsumerConfig(
             name=self.name,

@@ -7,11 +7,13 @@ error's `exit_code` (2 for unusable input, as the issues ask).
 
 from __future__ import annotations
 
+from vcbus import exitcodes
+
 
 class UserError(Exception):
     """Something the user can fix: bad input, a missing binary, a taken port."""
 
-    exit_code = 2
+    exit_code = exitcodes.USAGE
 
     def __init__(self, message: str, *, exit_code: int | None = None) -> None:
         super().__init__(message)

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
-from statemachines.objects import Job
-from statemachines.records import Observed
+from statemachines.model.objects import Job
+from statemachines.model.records import Observed
 from vcbus.watchlog import InvalidRecord, Item, iter_log
 
 

@@ -45,7 +45,9 @@ class Document:
 
     @property
     def name(self) -> str:
-        meta = self.obj.get("metadata") or {}
+        meta = self.obj.get("metadata")
+        if not isinstance(meta, dict):
+            return ""
         namespace = meta.get("namespace")
         return f"{namespace}/{meta.get('name', '')}" if namespace else str(meta.get("name", ""))
 

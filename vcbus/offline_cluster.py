@@ -25,9 +25,9 @@ from typing import Any
 
 from projections.scheduler import SchedulerCache
 from statemachines import outputs as o
+from statemachines.model.timefmt import ZERO_TIME, fmt, parse
 from statemachines.scheduler.config import SchedulerConfig
 from statemachines.scheduler.session import SessionResult, run_session
-from statemachines.timefmt import ZERO_TIME, fmt, parse
 from vcbus.snapshots import Key, Sink, Snapshot, load_snapshot, load_watch_log
 
 QUEUE_API = "scheduling.volcano.sh/v1beta1"

@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterable
 
 import msgspec
 
-from statemachines.records import RecordError
+from statemachines.model.records import RecordError
 from vcbus.errors import UserError
 from vcbus.guarded_yaml import MAX_DEPTH, yaml_documents
 from vcbus.watchlog import read_records

@@ -13,6 +13,7 @@ import sys
 
 import click
 
+from vcbus import exitcodes
 from vcbus.errors import UserError
 
 COMMAND_MODULES = [
@@ -33,11 +34,26 @@ COMMAND_MODULES = [
     "vcbus.cli.schedule",
     "vcbus.cli.why_pending",
     "vcbus.cli.poison",
+    "vcbus.cli.bus",
+    "vcbus.cli.job",
+    "vcbus.cli.queue",
+    "vcbus.cli.completion",
 ]
+
+
+def _log_format(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """`vcbus --log-format json COMMAND`: the default of every command's logs (vcbus.observability.logging)."""
+    if value:
+        import os
+
+        os.environ["VCBUS_LOG_FORMAT"] = value
+    return value
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="vcbus")
+@click.option("--log-format", type=click.Choice(["text", "json"]), expose_value=False, callback=_log_format,
+              is_eager=True, help="Log lines as text or JSON objects (every command; default $VCBUS_LOG_FORMAT or text).")
 def cli() -> None:
     """vcbus: Volcano Job (vcjob) semantics as an event-sourced state machine on NATS JetStream.
 
@@ -68,14 +84,14 @@ def main(argv: list[str] | None = None) -> int:
         return err.exit_code
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
-        return 130
+        return exitcodes.INTERRUPTED
     except click.ClickException as err:
         err.show()
         return err.exit_code
     except BrokenPipeError:
         return 0
     except KeyboardInterrupt:
-        return 130
+        return exitcodes.INTERRUPTED
     return 0
 
 

@@ -20,6 +20,7 @@ from statemachines import outputs as o
 from vcbus.bus import poison as p
 from vcbus.bus import subjects as s
 from vcbus.bus.connecting import open_bus
+from vcbus.cli.output import namespace_scope, nothing_on_bus
 from vcbus.errors import UserError
 from vcbus.settings import BusSettings, bus_options, from_flags
 
@@ -45,19 +46,35 @@ def poison() -> None:
 
 
 @poison.command("list", help="List the records set aside (one line each; retried ones are marked).")
-@click.option("-o", "--output", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("-o", "--output", "fmt", type=click.Choice(["table", "wide", "json", "yaml", "name"]), default="table",
+              show_default=True, help="table (wide: the same), json or yaml (a list), name (STREAM/SEQ lines).")
+@click.option("-n", "--namespace", help="Only records of jobs in this namespace (a record whose job is unknown is in none).")
+@click.option("-A", "--all-namespaces", is_flag=True, help="Every namespace (the default: a bus has no current one).")
 @bus_options
-def list_cmd(fmt: str, nats_url: str | None, data_dir: pathlib.Path | None) -> None:
-    events, retried = asyncio.run(_read(from_flags(nats_url, data_dir)))
-    if fmt == "json":
+def list_cmd(fmt: str, namespace: str | None, all_namespaces: bool, nats_url: str | None,
+             data_dir: pathlib.Path | None) -> None:
+    namespace = namespace_scope(namespace, all_namespaces)
+    events, retried, where = asyncio.run(_read(from_flags(nats_url, data_dir)))
+    if namespace:
+        events = [e for e in events if e.job.partition("/")[0] == namespace]
+    if fmt in ("json", "yaml"):
         items = [
             {**json.loads(o.encoder.encode(e)), "retried": e.stream == s.K8S_STREAM and e.sequence in retried}
             for e in events
         ]
-        click.echo(json.dumps(items, indent=2))
+        if fmt == "yaml":
+            import yaml
+
+            click.echo(yaml.safe_dump(items, sort_keys=False, allow_unicode=True), nl=False)
+        else:
+            click.echo(json.dumps(items, indent=2))
+        return
+    if fmt == "name":
+        for e in events:
+            click.echo(f"{e.stream}/{e.sequence}")
         return
     if not events:
-        click.echo("No poisoned records.", err=True)
+        nothing_on_bus("poisoned records", where, namespace)
         return
     header = ["STREAM", "SEQ", "SUBJECT", "JOB", "COMPONENT", "TIME", "RETRIED", "REASON"]
     rows = [header] + [
@@ -81,11 +98,11 @@ def retry_cmd(seq: int, force: bool, nats_url: str | None, data_dir: pathlib.Pat
     click.echo(f"re-published {s.K8S_STREAM} seq {seq} as seq {new}")
 
 
-async def _read(settings: BusSettings) -> tuple[list[o.RecordPoisoned], set[int]]:
+async def _read(settings: BusSettings) -> tuple[list[o.RecordPoisoned], set[int], str]:
     async with open_bus(settings, name="vcbus-poison") as bus:
         events = [e for _, e in await p.poison_events(bus.js)]
         retried = await p.retried_sequences(bus.js)
-    return events, retried
+        return events, retried, bus.describe()
 
 
 async def _retry(settings: BusSettings, seq: int, force: bool) -> int:

@@ -10,7 +10,7 @@ import time
 
 import click
 
-from statemachines.timefmt import parse_duration
+from statemachines.model.timefmt import parse_duration
 from vcbus.errors import UserError
 
 HELP = """Record the vcjobs, pods, podgroups, queues, commands and nodes of a cluster into one watch log.

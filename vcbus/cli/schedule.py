@@ -8,6 +8,8 @@ from typing import Any
 import click
 import msgspec
 
+from vcbus.cli.output import chosen, output_options
+
 HELP = """Run Volcano scheduling sessions over a snapshot of a cluster, offline, and show the decisions.
 
 \b
@@ -32,8 +34,8 @@ Examples:
   kubectl get nodes,queues,podgroups,pods,priorityclasses -A -o json | vcbus schedule -
 
 \b
---json prints one object: {"sessions", "binds": [{"namespace","name","node"}] (in decision order,
-every session), "evictions": [{"namespace","name"}], "podGroups": [{"namespace","name","phase",
+-o json (or --json) prints one object, -o yaml the same as YAML:
+{"sessions", "binds": [{"namespace","name","node"}] (in decision order, every session), "evictions": [{"namespace","name"}], "podGroups": [{"namespace","name","phase",
 "conditions"}] and "queues": [{"name","state","allocated","deserved"}] (after the last session)}.
 
 Exit codes: 0 ok; 2 bad input (the message names the file and the object).
@@ -84,8 +86,8 @@ def report(results: list[Any]) -> dict[str, Any]:
 @click.argument("input_path", metavar="INPUT")
 @click.option("--config", "config_path", metavar="CONF.yaml", help="Scheduler configuration (default: Volcano's).")
 @click.option("--sessions", type=click.IntRange(1, 10_000), default=1, show_default=True, help="Sessions to run.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (see above).")
-def schedule(input_path: str, config_path: str | None, sessions: int, as_json: bool) -> None:
+@output_options(("json", "yaml"), default_help="the sessions as text")
+def schedule(input_path: str, config_path: str | None, sessions: int, fmt: str | None, as_json: bool) -> None:
     from vcbus.offline_cluster import OfflineCluster
     from vcbus.schedconf import load_config
     from vcbus.snapshots import open_snapshot
@@ -97,7 +99,13 @@ def schedule(input_path: str, config_path: str | None, sessions: int, as_json: b
 
     head = snapshot_line(cluster.load(data, source))
     results = cluster.run(sessions)
-    if as_json:
+    form = chosen(fmt, as_json)
+    if form == "yaml":
+        import yaml
+
+        click.echo(yaml.safe_dump(msgspec.to_builtins(report(results)), sort_keys=False, allow_unicode=True), nl=False)
+        return
+    if form == "json":
         sys.stdout.buffer.write(msgspec.json.format(msgspec.json.encode(report(results)), indent=2) + b"\n")
         return
     print_sessions(head, cluster.base_time(), results)

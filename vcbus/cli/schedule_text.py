@@ -78,7 +78,7 @@ def snapshot_line(snap: Any) -> str:  # noqa: ANN401 - a vcbus.snapshots.Snapsho
 
 
 def print_sessions(head: str, base_time: str, results: list[Any]) -> None:
-    from statemachines.timefmt import fmt, parse
+    from statemachines.model.timefmt import fmt, parse
 
     click.echo(head)
     base = parse(base_time)

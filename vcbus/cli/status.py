@@ -13,6 +13,7 @@ import msgspec
 from vcbus.bus import subjects as s
 from vcbus.bus.connecting import open_bus
 from vcbus.bus.reading import read_bucket
+from vcbus.cli.output import namespace_scope, nothing_on_bus
 from vcbus.errors import UserError
 from vcbus.settings import BusSettings, bus_options, from_flags
 
@@ -22,7 +23,7 @@ HELP = """Show job statuses from the bus (the KV bucket vcbus_status), like kube
 Examples:
   vcbus status                                  # every job
   vcbus status default/resnet-dist-train        # one job (NAME alone: namespace default)
-  vcbus status -n team-a -o wide
+  vcbus status -n team-a -o wide                # also each task's phase (TASKS: master:Running,...)
   vcbus status default/resnet-dist-train -o json | jq .status.retryCount
   vcbus status -o yaml
 
@@ -58,19 +59,24 @@ def job_object(job: str, status: dict[str, Any]) -> dict[str, Any]:
 @click.command(help=HELP)
 @click.argument("job", metavar="[NS/NAME]", required=False)
 @click.option("-n", "--namespace", help="Only jobs in this namespace.")
+@click.option("-A", "--all-namespaces", is_flag=True, help="Every namespace (the default: a bus has no current one).")
 @click.option(
-    "-o", "--output", "fmt", type=click.Choice(["table", "wide", "json", "yaml"]), default="table", show_default=True
+    "-o", "--output", "fmt", type=click.Choice(["table", "wide", "json", "yaml", "name"]), default="table",
+    show_default=True, help="table, wide (+ tasks, counts, times), json or yaml (a v1 List), name (job.batch.volcano.sh/NAME).",
 )
 @bus_options
 def status(
-    job: str | None, namespace: str | None, fmt: str, nats_url: str | None, data_dir: pathlib.Path | None
+    job: str | None, namespace: str | None, all_namespaces: bool, fmt: str, nats_url: str | None,
+    data_dir: pathlib.Path | None,
 ) -> None:
     key = parse_job(job) if job else None
+    namespace = namespace_scope(namespace, all_namespaces)
     settings = from_flags(nats_url, data_dir)
-    statuses = asyncio.run(_read(settings))
+    statuses, tasks, where = asyncio.run(_read(settings, tasks=fmt == "wide"))
     if key is not None:
         if key not in statuses:
-            raise UserError(f"job {key} has no status on the bus (not published, or not decided yet?)", exit_code=1)
+            raise UserError(f"job {key} has no status on the bus at {where} (not published, or not decided yet?)",
+                            exit_code=1)
         statuses = {key: statuses[key]}
     elif namespace:
         statuses = {k: v for k, v in statuses.items() if s.split_job(k)[0] == namespace}
@@ -84,21 +90,42 @@ def status(
 
             click.echo(yaml.safe_dump(doc, sort_keys=False), nl=False)
         return
-    print_table(statuses, wide=fmt == "wide")
+    if not statuses:
+        nothing_on_bus("jobs", where, namespace)
+        return
+    if fmt == "name":
+        for k in sorted(statuses):
+            click.echo(f"job.batch.volcano.sh/{s.split_job(k)[1]}")
+        return
+    print_table(statuses, wide=fmt == "wide", tasks=tasks)
 
 
-async def _read(settings: BusSettings) -> dict[str, dict[str, Any]]:
+async def _read(settings: BusSettings, *, tasks: bool = False) -> tuple[dict[str, dict[str, Any]], dict[str, str], str]:
+    """The statuses by job; with `tasks`, each job's task phases too (from the history bucket's `tasks`);
+    and which bus they were read from."""
     async with open_bus(settings, name="vcbus-status") as bus:
+        where = bus.describe()
         raw = await read_bucket(bus.js, s.STATUS_BUCKET)
+        history = await read_bucket(bus.js, s.HISTORY_BUCKET) if tasks else {}
     out = {}
     for key, value in raw.items():
         if key.startswith("_"):
             continue
         out[s.job_of_key(key)] = msgspec.json.decode(value)
-    return out
+    phases = {}
+    for key, value in history.items():
+        if key.startswith("_"):
+            continue
+        phases[s.job_of_key(key)] = task_column(msgspec.json.decode(value).get("tasks") or {})
+    return out, phases, where
 
 
-def _row(job: str, st: dict[str, Any], wide: bool) -> list[str]:
+def task_column(tasks: dict[str, str]) -> str:
+    """`master:Running,worker:Completed` (the task machine's phase of each task), `-` when none is known."""
+    return ",".join(f"{name}:{phase}" for name, phase in sorted(tasks.items())) or "-"
+
+
+def _row(job: str, st: dict[str, Any], wide: bool, tasks: str = "-") -> list[str]:
     ns, name = s.split_job(job)
     state = st.get("state") or {}
     row = [
@@ -111,6 +138,7 @@ def _row(job: str, st: dict[str, Any], wide: bool) -> list[str]:
     ]
     if wide:
         row += [
+            tasks,
             str(st.get("pending", 0)),
             str(st.get("succeeded", 0)),
             str(st.get("failed", 0)),
@@ -130,14 +158,14 @@ def _poisoned(st: dict[str, Any]) -> str:
     return "-"
 
 
-def print_table(statuses: dict[str, dict[str, Any]], *, wide: bool) -> None:
+def print_table(statuses: dict[str, dict[str, Any]], *, wide: bool, tasks: dict[str, str] | None = None) -> None:
     header = ["NAMESPACE", "NAME", "STATUS", "MINAVAILABLE", "RUNNINGS", "RETRIES"]
     if wide:
-        header += ["PENDING", "SUCCEEDED", "FAILED", "VERSION", "RUNNING-DURATION", "LAST-TRANSITION", "POISONED"]
+        header += ["TASKS", "PENDING", "SUCCEEDED", "FAILED", "VERSION", "RUNNING-DURATION", "LAST-TRANSITION", "POISONED"]
     if not statuses:
         click.echo("No jobs on the bus.", err=True)
         return
-    rows = [header] + [_row(k, v, wide) for k, v in sorted(statuses.items())]
+    rows = [header] + [_row(k, v, wide, (tasks or {}).get(k, "-")) for k, v in sorted(statuses.items())]
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     for r in rows:
         click.echo("   ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())

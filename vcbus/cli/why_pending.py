@@ -10,6 +10,8 @@ from typing import Any
 import click
 import msgspec
 
+from vcbus.cli.output import chosen, output_options
+
 from vcbus.cli.status import parse_job
 from vcbus.settings import bus_options, from_flags
 
@@ -33,7 +35,7 @@ PriorityClasses, or a watch log (the same inputs as `vcbus schedule`).
 Examples:
   vcbus why-pending default/resnet-dist-train
   vcbus why-pending default/resnet-dist-train --from examples/scheduler/two-nodes.yaml
-  vcbus why-pending team-a/train --nats nats://127.0.0.1:4222 --json
+  vcbus why-pending team-a/train --nats nats://127.0.0.1:4222 -o json     # or --json, -o yaml
 
 Exit codes: 0 ok; 1 no such job (the known jobs are listed); 2 bad input; 3 the bus is unreachable.
 """
@@ -47,12 +49,13 @@ def register(group: click.Group) -> None:
 @click.argument("job", metavar="NS/NAME")
 @click.option("--from", "from_path", metavar="INPUT", help="A snapshot file (or -) instead of the bus's log.")
 @click.option("--config", "config_path", metavar="CONF.yaml", help="Scheduler configuration (default: Volcano's).")
-@click.option("--json", "as_json", is_flag=True, help="Print the scheduler's report of the job as one JSON object.")
+@output_options(("json", "yaml"), default_help="the explanation as text")
 @bus_options
 def why_pending(
     job: str,
     from_path: str | None,
     config_path: str | None,
+    fmt: str | None,
     as_json: bool,
     nats_url: str | None,
     data_dir: pathlib.Path | None,
@@ -61,6 +64,7 @@ def why_pending(
     from vcbus.schedconf import load_config
 
     key = parse_job(job)
+    form = chosen(fmt, as_json)
     cluster = OfflineCluster(load_config(config_path))
     if from_path is not None:
         from vcbus.snapshots import open_snapshot
@@ -77,17 +81,25 @@ def why_pending(
         done = finished_vcjob(cluster.snapshot, key)
         if not done:
             raise not_found(cluster.snapshot, result, key, source)
-        if as_json:
-            sys.stdout.buffer.write(msgspec.json.encode({"why": done, "report": None}) + b"\n")
+        if form:
+            _print({"why": done, "report": None}, form)
         else:
             click.echo(done)
         return
-    if as_json:
-        doc = {"why": why(report), "report": msgspec.to_builtins(report)}
-        sys.stdout.buffer.write(msgspec.json.format(msgspec.json.encode(doc), indent=2) + b"\n")
+    if form:
+        _print({"why": why(report), "report": msgspec.to_builtins(report)}, form)
         return
     for line in explain(report):
         click.echo(line)
+
+
+def _print(doc: dict[str, Any], form: str) -> None:
+    if form == "yaml":
+        import yaml
+
+        click.echo(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True), nl=False)
+    else:
+        sys.stdout.buffer.write(msgspec.json.format(msgspec.json.encode(doc), indent=2) + b"\n")
 
 
 async def _load_bus(cluster: Any, settings: Any) -> str:  # noqa: ANN401 - OfflineCluster, BusSettings
