@@ -8,30 +8,15 @@ and the per-phase action table can never drift from the code.
 
 from __future__ import annotations
 
-from transitions.extensions import GraphMachine
+from statemachines.diagramming import draw_mermaid
 
 from statemachines.job.handling import DEFAULT
 from statemachines.job.machine import HANDLERS, all_transitions
 from statemachines.model.vocabulary import Action, Phase
 
 
-class _Model:
-    pass
-
-
 def mermaid() -> str:
-    model = _Model()
-    GraphMachine(
-        model=model,
-        states=[p.value for p in Phase],
-        transitions=all_transitions(),
-        initial=Phase.PENDING.value,
-        auto_transitions=False,
-        graph_engine="mermaid",
-        show_conditions=True,
-        title="vcjob phases",
-    )
-    return model.get_graph().draw(None)  # type: ignore[attr-defined]
+    return draw_mermaid([p.value for p in Phase], all_transitions(), Phase.PENDING.value, "vcjob phases")
 
 
 def action_table() -> str:

@@ -8,30 +8,15 @@ and the per-state action table can never drift from the code.
 
 from __future__ import annotations
 
-from transitions.extensions import GraphMachine
+from statemachines.diagramming import draw_mermaid
 
 from statemachines.queues.machine import DEFAULT, HANDLERS, OPEN, STATES, TRANSITIONS, TRIGGERS
 
 _FUNCTIONS = {"SyncQueue": "syncQueue", "OpenQueue": "openQueue", "CloseQueue": "closeQueue"}
 
 
-class _Model:
-    pass
-
-
 def mermaid() -> str:
-    model = _Model()
-    GraphMachine(
-        model=model,
-        states=list(STATES),
-        transitions=TRANSITIONS,
-        initial=OPEN,
-        auto_transitions=False,
-        graph_engine="mermaid",
-        show_conditions=True,
-        title="Queue states",
-    )
-    return model.get_graph().draw(None)  # type: ignore[attr-defined]
+    return draw_mermaid(list(STATES), TRANSITIONS, OPEN, "Queue states")
 
 
 def action_table() -> str:

@@ -8,29 +8,14 @@ and the rule table can never drift from the code.
 
 from __future__ import annotations
 
-from transitions.extensions import GraphMachine
+from statemachines.diagramming import draw_mermaid
 
 from statemachines.task.machine import GRAPH, INITIAL, STATES, TRANSITIONS, TRIGGERS
 from statemachines.task.phases import GUARDS
 
 
-class _Model:
-    pass
-
-
 def mermaid() -> str:
-    model = _Model()
-    GraphMachine(
-        model=model,
-        states=STATES,
-        transitions=TRANSITIONS,
-        initial=INITIAL,
-        auto_transitions=False,
-        graph_engine="mermaid",
-        show_conditions=True,
-        title="task phases",
-    )
-    return model.get_graph().draw(None)  # type: ignore[attr-defined]
+    return draw_mermaid(list(STATES), TRANSITIONS, INITIAL, "task phases")
 
 
 def rule_table() -> str:
