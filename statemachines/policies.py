@@ -54,8 +54,8 @@ def _events(policy: LifecyclePolicy) -> list[str]:
 def _match(policy: LifecyclePolicy, req: Request, why: list[str] | None, label: str) -> bool:
     events = _events(policy)
     if events and req.event:
-        if req.event in events or Event.ANY in events:
-            if req.event != Event.POD_PENDING or policy.timeout is not None:
+        if req.event in events or _ANY in events:
+            if req.event != _POD_PENDING or policy.timeout is not None:
                 return True
             if why is not None:
                 why.append(f"{label}: matches {req.event} but has no timeout (PodPending needs one)")
@@ -86,13 +86,14 @@ def resolve(job: Job, req: Request, *, version: int, explain: bool = False) -> R
     """Volcano's applyPolicies for `req` against `job`'s spec; `version` is the job's status version."""
     if req.action:
         return Resolution(action=req.action, policy="command" if req.source == "command" else req.source)
-    if req.event in INTERNAL_EVENTS:  # the most common case: one shared, never-changed answer per event
-        return _INTERNAL[req.event]
+    internal = _INTERNAL.get(req.event)
+    if internal is not None:  # the most common case: one shared, never-changed answer per event
+        return internal
     if req.job_uid and req.job_uid != job.metadata.uid:
-        return Resolution(action=Action.SYNC_JOB, reason=f"event from another job uid {req.job_uid}")
+        return Resolution(action=_SYNC_JOB, reason=f"event from another job uid {req.job_uid}")
     if req.job_version < version:
         return Resolution(
-            action=Action.SYNC_JOB, reason=f"event from job version {req.job_version} < current {version}"
+            action=_SYNC_JOB, reason=f"event from job version {req.job_version} < current {version}"
         )
     why: list[str] | None = [] if explain else None
     if req.task:
@@ -107,7 +108,15 @@ def resolve(job: Job, req: Request, *, version: int, explain: bool = False) -> R
         label = f"job[{i}]"
         if _match(policy, req, why, label):
             return _resolved(policy, label, why or [])
-    return Resolution(action=Action.SYNC_JOB, reason="no policy matched", explain=why or [])
+    return Resolution(action=_SYNC_JOB, reason="no policy matched", explain=why or [])
 
 
-_INTERNAL = {event: Resolution(action=Action.SYNC_JOB, reason=f"internal event {event}") for event in INTERNAL_EVENTS}
+# Plain str, not the StrEnum members: those are slow to hash and compare, and these run per request.
+# (Resolution.action stays the member: the bus encoding of ActionResolved depends on it, its
+# `action` is written out even when it equals the field's default "SyncJob".)
+_SYNC_JOB = Action.SYNC_JOB
+_ANY = Event.ANY.value
+_POD_PENDING = Event.POD_PENDING.value
+_INTERNAL = {
+    event.value: Resolution(action=_SYNC_JOB, reason=f"internal event {event}") for event in INTERNAL_EVENTS
+}

@@ -20,17 +20,28 @@ from typing import Any
 from statemachines import outputs as o
 from statemachines.cache import JobEntry
 from statemachines.job.causes import policy_text
-from statemachines.job.handling import PodOp
+from statemachines.job.handling import DEFAULT, PodOp
 from statemachines.job.kill import Target, kill_job, kill_target
-from statemachines.job.machine import handling
+from statemachines.job.machine import HANDLERS, handling
 from statemachines.job.sync import SyncError, sync_job
-from statemachines.model.vocabulary import Action, Event
+from statemachines.model.vocabulary import Action, Event, Phase
 from statemachines.policies import Request, resolve
 from statemachines.timers.rules import Timer, cancels_on_execute
 from statemachines.timers.scheduling import rule_a, rule_b, schedule
 
 MAX_FOLLOWUPS = 16  # a phase change triggers one more pass; no chain in Volcano's graph is longer
 JOB_TARGETS = {Action.RESTART_TASK: "task", Action.RESTART_POD: "pod", Action.RESTART_PARTITION: "partition"}
+# The phase tables keyed by plain str (a StrEnum member is slow to hash and compare), and the
+# values this module compares on every request
+_TABLES = {phase: {str(action): h for action, h in table.items()} for phase, table in HANDLERS.items()}
+_PENDING = Phase.PENDING.value
+_PENDING_TABLE = _TABLES[_PENDING]
+_SYNC_JOB = Action.SYNC_JOB.value
+_SYNC_MEMBER = Action.SYNC_JOB  # what `resolve` answers (the member: see statemachines/policies.py)
+# each phase's handling of SyncJob, looked up without hashing the member
+_SYNC_ROWS = {phase: table.get(_SYNC_JOB) or table[DEFAULT] for phase, table in _TABLES.items()}
+_OUT_OF_SYNC = Event.OUT_OF_SYNC.value
+_SYNC, _KILL_JOB = PodOp.SYNC, PodOp.KILL_JOB
 
 
 def handle(engine: Any, entry: JobEntry, req: Request) -> None:
@@ -45,7 +56,7 @@ def follow_up(engine: Any, entry: JobEntry) -> None:
     while entry.followup and rounds < MAX_FOLLOWUPS:
         entry.followup = False
         rounds += 1
-        process(engine, entry, Request(event=Event.OUT_OF_SYNC, source="self"))
+        process(engine, entry, Request(event=_OUT_OF_SYNC, source="self"))
 
 
 def process(engine: Any, entry: JobEntry, req: Request) -> None:
@@ -77,21 +88,29 @@ def process(engine: Any, entry: JobEntry, req: Request) -> None:
     if res.delay != 0:  # Volcano registers any non-zero delay; a negative one fires at once
         schedule(engine, entry, req, res)
         return
-    if res.action != Action.SYNC_JOB:
+    if res.action is not _SYNC_MEMBER and res.action != _SYNC_JOB:
         engine.emit(o.RecordEvent, entry, reason="ExecuteAction", message=f"Start to execute action {res.action} ")
-    ok = execute(engine, entry, res.action, target(res.action, req.task, req.pod, req.partition))
-    if ok and cancels_on_execute(res.action):  # only after a successful Execute (processNextReq)
+    action = res.action
+    kind = None if action is _SYNC_MEMBER else JOB_TARGETS.get(action)  # `target`, inlined
+    ok = execute(engine, entry, action, None if kind is None else Target(kind, req.task, req.pod, req.partition))
+    if ok and action is not _SYNC_MEMBER and cancels_on_execute(action):  # only after a successful Execute
         rule_b(engine, entry, res.action, task=req.task, pod=req.pod, partition=req.partition)
 
 
 def execute(engine: Any, entry: JobEntry, action: str, target: Target | None) -> bool:
     """Run `action` in the job's current phase (Volcano's state.Execute); False if it failed."""
     assert entry.status is not None
-    h = handling(entry.status.state.phase, action)
+    phase = entry.status.state.phase  # `handling`, inlined
+    if action is _SYNC_MEMBER:
+        h = _SYNC_ROWS.get(phase) or _SYNC_ROWS[_PENDING]
+    else:
+        table = _TABLES.get(phase) or _PENDING_TABLE
+        h = table.get(action) or table[DEFAULT]
     try:
-        if h.op is PodOp.SYNC:
+        op = h.op
+        if op is _SYNC:
             sync_job(engine, entry, h, action)
-        elif h.op is PodOp.KILL_JOB:
+        elif op is _KILL_JOB:
             kill_job(engine, entry, h, action)
         else:
             kill_target(engine, entry, h, action, target)

@@ -379,7 +379,8 @@ def _fold(
     cut = stop_seq is not None or stop_time is not None  # until the loop reads to the end
     check = order is not None
     repeats = Repeats()
-    repeat = repeats.seen
+    # Repeats.seen, inlined (it runs for every record)
+    seen_now, seen_before, window = repeats.current, repeats.previous, Repeats.WINDOW
     last_kind = None
     # OrderCheck.check, inlined (it runs for every record): the highest resourceVersion, its kind,
     # and the highest among the other kinds
@@ -400,8 +401,16 @@ def _fold(
                     raw = data
                 meta = obj.metadata
                 rv = meta.resource_version
-                if rv and meta.uid and repeat(meta.uid, rv, decoded.type):  # type: ignore[attr-defined]
-                    continue  # an exact repeat, dropped as the bus drops it
+                uid = meta.uid
+                if rv and uid:
+                    ident = f"{uid}\n{rv}\n{decoded.type}"  # type: ignore[attr-defined]
+                    if ident in seen_now or ident in seen_before:
+                        repeats.dropped += 1
+                        continue  # an exact repeat, dropped as the bus drops it
+                    seen_now.add(ident)
+                    if len(seen_now) >= window:
+                        seen_before = repeats.previous = seen_now
+                        seen_now = repeats.current = set()
                 if check and decoded.time is None:  # type: ignore[attr-defined]
                     if rv:
                         try:

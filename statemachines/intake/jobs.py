@@ -26,13 +26,15 @@ from statemachines.worker import handle
 
 def on_job(engine: Any, rtype: str, job: Job, raw: bytes | None) -> None:
     meta = job.metadata
+    key = job_key(meta.namespace, meta.name)
+    entry = engine.jobs.get(key)
     if rtype != "DELETED":
-        known = engine.jobs.get(job_key(meta.namespace, meta.name))
         # before any change: the record is set aside whole. A spec the entry already holds
         # (the same object: replay decodes a job's unchanged spec once) passed this check.
-        if known is None or known.job is None or known.job.spec is not job.spec:
+        if entry is None or entry.job is None or entry.job.spec is not job.spec:
             check_job_spec(job.spec, engine.max_pods)
-    entry = engine.entry(meta.namespace, meta.name)
+    if entry is None:
+        entry = engine.entry(meta.namespace, meta.name)
     if rtype == "DELETED":
         if entry.job is not None:
             entry.job = None

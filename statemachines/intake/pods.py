@@ -24,6 +24,13 @@ from statemachines.task.machine import POD_SUCCEEDED, POD_UPDATED, PODS_CHANGED
 from statemachines.worker import handle
 
 _QUIET_TASK_PHASES = (None, "Pending", "Running")  # task phases in which retries_exhausted does not hold
+# The events as plain str: a StrEnum member is slow to look up, hash and compare (Python-level
+# dunders), and these are compared and hashed a few times per pod record.
+OUT_OF_SYNC_EVENT = Event.OUT_OF_SYNC.value
+POD_EVICTED = Event.POD_EVICTED.value
+POD_PENDING = Event.POD_PENDING.value
+POD_FAILED = Event.POD_FAILED.value
+POD_RUNNING = Event.POD_RUNNING.value
 
 
 def on_pod(engine: Any, rtype: str, pod: Pod) -> None:
@@ -50,9 +57,9 @@ def on_pod(engine: Any, rtype: str, pod: Pod) -> None:
         step_task(engine, entry, ident.task, PODS_CHANGED, meta.name)
         req.partition = gone.partition if gone is not None else (meta.labels or {}).get(PARTITION_ID, "")
         if gone is None or gone.out_of_sync or OUT_OF_SYNC in (meta.annotations or {}):
-            req.event = Event.OUT_OF_SYNC
+            req.event = OUT_OF_SYNC_EVENT
         else:
-            req.event = Event.POD_EVICTED
+            req.event = POD_EVICTED
     else:
         fresh = cached is None or (cached.uid and cached.uid != meta.uid)
         if fresh:
@@ -79,10 +86,10 @@ def on_pod(engine: Any, rtype: str, pod: Pod) -> None:
         if rtype == "ADDED":
             if not counted:
                 step_task(engine, entry, ident.task, PODS_CHANGED, meta.name)
-            req.event = Event.OUT_OF_SYNC if cached.out_of_sync else Event.POD_PENDING
+            req.event = OUT_OF_SYNC_EVENT if cached.out_of_sync else POD_PENDING
         else:
             req.event = update_event(engine, entry, cached, old_phase, counted)
-            if req.event == Event.POD_FAILED:
+            if req.event == POD_FAILED:
                 req.exit_code = first_exit_code(pod)
     handle(engine, entry, req)
 
@@ -106,13 +113,13 @@ def update_event(engine: Any, entry: JobEntry, pod: PodState, old_phase: str, co
     else:
         task_event = step_task(engine, entry, pod.task, trigger, pod.name)
     if pod.out_of_sync:
-        return Event.OUT_OF_SYNC
+        return OUT_OF_SYNC_EVENT
     if phase == "Failed":
-        return Event.POD_FAILED if old_phase != "Failed" else Event.OUT_OF_SYNC
+        return POD_FAILED if old_phase != "Failed" else OUT_OF_SYNC_EVENT
     if phase == "Succeeded":
-        return task_event or Event.OUT_OF_SYNC
+        return task_event or OUT_OF_SYNC_EVENT
     if phase == "Running":
-        return Event.POD_RUNNING if old_phase != "Running" else task_event or Event.OUT_OF_SYNC
+        return POD_RUNNING if old_phase != "Running" else task_event or OUT_OF_SYNC_EVENT
     if phase == "Pending":
-        return Event.POD_PENDING if old_phase != "Pending" else task_event or Event.OUT_OF_SYNC
-    return Event.OUT_OF_SYNC
+        return POD_PENDING if old_phase != "Pending" else task_event or OUT_OF_SYNC_EVENT
+    return OUT_OF_SYNC_EVENT

@@ -21,6 +21,9 @@ from statemachines.model.status import JobStatus, copy_status, set_counts, set_t
 from statemachines.model.timefmt import go_duration, parse
 
 
+_SOFT = Retain.SOFT
+
+
 class Target(msgspec.Struct, frozen=True):
     kind: str  # "task" | "pod" | "partition"
     task: str = ""
@@ -71,7 +74,7 @@ def kill_job(ctx: JobContext, entry: JobEntry, handling: Handling, action: str) 
         return
     status = copy_status(entry.status)
     status.version += 1
-    retain = Retain.SOFT if status.retry_count >= job.spec.max_retry - 1 else handling.retain
+    retain = _SOFT if status.retry_count >= job.spec.max_retry - 1 else handling.retain
     terminating = 0
     victims = []
     for task in sorted(entry.pods):
@@ -80,7 +83,7 @@ def kill_job(ctx: JobContext, entry: JobEntry, handling: Handling, action: str) 
             pod = pods[pod_name]
             if pod.deleting:
                 terminating += 1
-            elif retain is Retain.SOFT and pod.phase in SOFT_PHASES:
+            elif retain is _SOFT and pod.phase in SOFT_PHASES:
                 continue
             else:
                 victims.append(pod)

@@ -21,6 +21,7 @@ from statemachines.job.writes import (
     bookkeep_plugins,
     bookkeep_volumes,
     ensure_podgroup,
+    job_volumes,
     last_retry_spent,
     spec_facts,
     status_function,
@@ -31,6 +32,9 @@ from statemachines.model.status import POD_PHASES, JobStatus, copy_status, set_c
 from statemachines.model.vocabulary import Phase
 from statemachines.task.handlers import step_task
 from statemachines.task.machine import PODS_CHANGED
+
+
+_PENDING = Phase.PENDING.value  # plain str: a StrEnum member is slow to compare and hash
 
 
 class SyncError(Exception):
@@ -47,10 +51,11 @@ def sync_job(ctx: JobContext, entry: JobEntry, handling: Handling, action: str) 
     facts = spec_facts(entry)
     plugins = facts.plugins
     status = entry.status  # copied before anything changes it (emitted outputs hold it)
-    if status.state.phase in ("", Phase.PENDING):
-        status = copy_status(status)
-        if status.state.phase == "":
-            status.state.phase = Phase.PENDING
+    phase = status.state.phase
+    if phase == _PENDING or phase == "":
+        if phase == "":
+            status = copy_status(status)
+            status.state.phase = _PENDING
             status.min_available = job.spec.min_available
             set_transition(status, ctx.now)
             write_status(ctx, entry, status, action, "new job: first sync")
@@ -65,10 +70,15 @@ def sync_job(ctx: JobContext, entry: JobEntry, handling: Handling, action: str) 
                 elif have != name:
                     stale = True
             if added or stale:  # else booking them again would leave an equal map
+                if status is entry.status:
+                    status = copy_status(status)
                 bookkeep_plugins(status, plugins, add=True)
             if added:  # OnJobAdd runs on every Pending sync; it only creates what is missing
                 ctx.emit(o.PluginHook, entry, hook="OnJobAdd", plugins=plugins)
-        bookkeep_volumes(ctx, entry, status)
+        if job_volumes(entry):  # else there is nothing to book
+            if status is entry.status:
+                status = copy_status(status)
+            bookkeep_volumes(ctx, entry, status)
         pg = entry.pg
         if pg is None or pg.spec is not facts.wanted:  # else it is the one this spec asked for
             ensure_podgroup(ctx, entry)

@@ -27,6 +27,9 @@ from statemachines.model.status import JobStatus
 from statemachines.model.vocabulary import Phase
 
 
+_PENDING = Phase.PENDING.value
+
+
 def status_function(entry: JobEntry, status: JobStatus, handling: Handling) -> str | None:
     """Apply the phase's status function to `status`; when it reports a transition, the guard
     that decided it in words ("" for an unguarded trigger such as restart), else None."""
@@ -35,7 +38,7 @@ def status_function(entry: JobEntry, status: JobStatus, handling: Handling) -> s
     if handling.retry:
         status.retry_count += 1
     phase = status.state.phase
-    source = phase if phase in HANDLERS else Phase.PENDING.value
+    source = phase if phase in HANDLERS else _PENDING
     check = Check(entry.job.spec, status)  # type: ignore[union-attr]
     dest, guards = fire_why(source, handling.trigger, check)
     if dest is None:
@@ -130,11 +133,7 @@ def bookkeep_volumes(ctx: JobContext, entry: JobEntry, status: JobStatus) -> Non
     """
     job = entry.job
     assert job is not None
-    facts = spec_facts(entry)
-    if not facts.volumes_read:
-        facts.volumes = _volumes.decode(job.spec.volumes)
-        facts.volumes_read = True
-    volumes = facts.volumes
+    volumes = job_volumes(entry)
     if not volumes:
         return
     resources = dict(status.controlled_resources or {})
@@ -147,6 +146,15 @@ def bookkeep_volumes(ctx: JobContext, entry: JobEntry, status: JobStatus) -> Non
             ctx.emit(o.CreatePVC, entry, name=claim, job_uid=job.metadata.uid, claim=spec)
             entry.pvcs.add(claim)
     status.controlled_resources = resources or None
+
+
+def job_volumes(entry: JobEntry) -> list[dict] | None:
+    """The job spec's `volumes`, decoded once per spec object."""
+    facts = spec_facts(entry)
+    if not facts.volumes_read:
+        facts.volumes = _volumes.decode(entry.job.spec.volumes)  # type: ignore[union-attr]
+        facts.volumes_read = True
+    return facts.volumes
 
 
 def _min_task_member(entry: JobEntry) -> dict[str, int]:
@@ -183,17 +191,18 @@ def ensure_podgroup(ctx: JobContext, entry: JobEntry) -> None:
         )
         entry.pg = PodGroupState(name)
         entry.pg.spec = wanted
-    elif pg.spec is not None and pg.spec != wanted:
-        # Only what Volcano updates: minMember, minTaskMember, priorityClassName (§6.3).
-        ctx.emit(
-            o.UpdatePodGroup,
-            entry,
-            name=pg.name,
-            min_member=wanted[0],
-            min_task_member=wanted[1],
-            priority_class_name=wanted[2],
-        )
-        pg.spec = wanted
+    elif pg.spec is not None and pg.spec is not wanted:
+        if pg.spec != wanted:
+            # Only what Volcano updates: minMember, minTaskMember, priorityClassName (§6.3).
+            ctx.emit(
+                o.UpdatePodGroup,
+                entry,
+                name=pg.name,
+                min_member=wanted[0],
+                min_task_member=wanted[1],
+                priority_class_name=wanted[2],
+            )
+        pg.spec = wanted  # the equal tuple itself: the next sync sees at once that nothing is to be done
 
 
 def last_retry_spent(entry: JobEntry, status: JobStatus, handling: Handling) -> bool:

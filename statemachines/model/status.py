@@ -72,18 +72,23 @@ def set_counts(status: JobStatus, per_task: dict[str, dict[str, int]]) -> None:
         status.pending = status.running = status.succeeded = status.failed = status.unknown = 0
         status.task_status_count = None
         return
-    totals = dict.fromkeys(_COUNTED, 0)
+    pending = running = succeeded = failed = unknown = 0
     for counter in per_task.values():  # a counter usually holds one or two phases
         for phase, n in counter.items():
-            if phase in totals:
-                totals[phase] += n
-    status.pending, status.running, status.succeeded = totals["Pending"], totals["Running"], totals["Succeeded"]
-    status.failed, status.unknown = totals["Failed"], totals["Unknown"]
+            if phase == "Running":
+                running += n
+            elif phase == "Pending":
+                pending += n
+            elif phase == "Succeeded":
+                succeeded += n
+            elif phase == "Failed":
+                failed += n
+            elif phase == "Unknown":
+                unknown += n
+    status.pending, status.running, status.succeeded = pending, running, succeeded
+    status.failed, status.unknown = failed, unknown
     # An empty map is left out of the JSON, so it reads back as nil (docs/fidelity.md).
     status.task_status_count = {t: {"phase": c} for t, c in per_task.items()}
-
-
-_COUNTED = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
 
 
 def initial_status(min_available: int, now: str) -> JobStatus:

@@ -3,6 +3,15 @@
 The wire values are those of `volcano.sh/apis` (`pkg/apis/batch/v1alpha1/job.go`,
 `pkg/apis/bus/v1alpha1/events.go`, `actions.go`). They appear in user manifests,
 in `status.state.phase` and on our own bus, so they never change spelling.
+
+Speed note: a StrEnum member is slow on a hot path (CPython 3.11: reading
+`Phase.PENDING` off the class, hashing a member and comparing it with a str each
+go through Python-level hooks, 130-200 ns instead of ~10-50 ns), so the code
+that runs per record compares and hashes plain str (`Event.POD_PENDING.value`,
+kept in module constants). One exception: `Resolution.action` stays the
+`Action.SYNC_JOB` member, because msgspec's `omit_defaults` leaves out a field
+only when it is its default str, and `ActionResolved.action` has always been
+written out for the member (the bus's bytes depend on it).
 """
 
 from __future__ import annotations

@@ -121,7 +121,7 @@ def compile_graph(machine: Machine) -> dict[tuple[str, str], list[Row]]:
             rows = []
             for t in transitions:
                 guards = tuple((GUARDS[c.func], c.target) for c in t.conditions)
-                raised = [EVENTS[name] for name in t.after]
+                raised = [EVENTS[name].value for name in t.after]  # plain str: compared and hashed on every pod
                 rows.append((t.dest, guards, raised[0] if raised else None))
             graph[(source, trigger)] = rows
     return graph
