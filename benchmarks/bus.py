@@ -22,9 +22,11 @@ Figures, each against a floor measured in the same run on the same server:
   is the decider's outputs/s over raw per-message publishing (the same
   durability: fsync always), `decider_vs_raw_batch` over raw batches.
 - partitions: a log three times as long decided by one decider process, then
-  by two (2 partitions, one process each), from a common start signal to the
-  moment all are done, best of `rounds`: `partitions_speedup` = one's time /
-  two's.
+  by two (2 partitions, one process each, and the queue role in a third,
+  `vcbus.bus.queueing`), from a common start signal to the moment all are
+  done, best of `rounds`: `partitions_speedup` = one's time / two's
+  (`partitions_speedup_deciders`: the two deciders' time alone). Each
+  worker's CPU seconds are in `partitions.<n>.cpu_s`.
 - latency: a new vcjob published into VCBUS_K8S until its first command
   arrives on vcbus.cmd.> (the decider in its own process, idle and waiting),
   p50/p99, vs a raw core NATS request/reply round trip (target p99 <= 3x the
@@ -385,6 +387,7 @@ async def run(args: argparse.Namespace) -> dict:
     figures["decider_vs_raw_batch"] = round(d["outputs_per_s"] / figures["raw_batch_publish_msgs_per_s"], 2)
     figures["decider_batch_vs_per_message"] = round(d["records_per_s"] / figures["decide_per_message"]["records_per_s"], 2)
     figures["partitions_speedup"] = round(parts[1]["seconds"] / parts[2]["seconds"], 2)
+    figures["partitions_speedup_deciders"] = round(parts[1]["seconds"] / parts[2]["deciders_seconds"], 2)
     figures["p99_vs_two_js_hops"] = figures["latency"]["p99_vs_two_js_hops"]
     from benchmarks.snapshots import snapshot_restart_s  # its own server; details: benchmarks/snapshots.py
 
@@ -430,7 +433,8 @@ async def load_log(bus: Bus, path: pathlib.Path, partitions: int) -> None:
 
 
 async def partitioned(bus: Bus, path: pathlib.Path, n: int) -> dict:
-    """The log in an `n`-partition VCBUS_K8S, decided by `n` decider processes at once."""
+    """The log in an `n`-partition VCBUS_K8S, decided by `n` decider processes at once, and with n > 1
+    the queue role (vcbus.bus.queueing) in a process of its own: all of them done is the time."""
     await wipe(bus, partitions=n)
     await load_log(bus, path, n)
     procs = [
@@ -438,7 +442,7 @@ async def partitioned(bus: Bus, path: pathlib.Path, n: int) -> dict:
             sys.executable, __file__, "--decide-worker", bus.url, "--partition", str(k),
             cwd=ROOT, stdout=asyncio.subprocess.PIPE,
         )
-        for k in range(n)
+        for k in (range(n) if n == 1 else [*range(n), -1])  # -1: the queue role
     ]
     for proc in procs:  # every worker connected and waiting: start them at once
         assert proc.stdout is not None
@@ -451,10 +455,13 @@ async def partitioned(bus: Bus, path: pathlib.Path, n: int) -> dict:
         assert proc.returncode == 0, f"decider worker failed ({proc.returncode})"
         results.append(json.loads(out))
     seconds = max(r["end"] for r in results) - start
-    records = sum(r["records"] for r in results)
+    deciders = [r for r in results if not r.get("queues")]
+    records = sum(r["records"] for r in deciders)  # the queue role's are every record again: not counted
     outputs = sum(r["outputs"] for r in results)
     return {"seconds": round(seconds, 3), "records": records, "outputs": outputs,
-            "records_per_s": round(records / seconds), "outputs_per_s": round(outputs / seconds)}
+            "records_per_s": round(records / seconds), "outputs_per_s": round(outputs / seconds),
+            "deciders_seconds": round(max(r["end"] for r in deciders) - start, 3),
+            "cpu_s": [r["cpu"] for r in results]}
 
 
 async def decide_worker(url: str, partition: int) -> dict:
@@ -469,10 +476,18 @@ async def decide_worker(url: str, partition: int) -> dict:
         await bus.nc.flush()
         print("ready", flush=True)
         await go.wait()
-        decider = Decider(bus, clock=lambda: FROZEN, partition=partition)
+        cpu = time.process_time()
+        if partition < 0:
+            from vcbus.bus.queueing import QueueDecider
+
+            decider = QueueDecider(bus, clock=lambda: FROZEN)
+        else:
+            decider = Decider(bus, clock=lambda: FROZEN, partition=partition)
         stats = await decider.run(until_idle=True)
         end = time.time() - decider.idle  # the final idle poll is not work
-    return {"end": end, "records": stats.decided, "outputs": stats.outputs}
+        cpu = time.process_time() - cpu
+    return {"end": end, "records": stats.decided, "outputs": stats.outputs, "cpu": round(cpu, 3),
+            "queues": partition < 0}
 
 
 def main() -> None:
@@ -508,7 +523,8 @@ def main() -> None:
           f"{figures['decider_vs_raw_batch']}")
     print(f"         per-message publishing       {dm['records_per_s']:>9,} records/s ({dm['outputs_per_s']:,} outputs/s)")
     print(f"         1 partition / 2 partitions   {parts[1]['records_per_s']:>9,} / {parts[2]['records_per_s']:,} records/s; "
-          f"speedup {figures['partitions_speedup']}")
+          f"speedup {figures['partitions_speedup']} (the deciders alone, without the queue role: "
+          f"{figures['partitions_speedup_deciders']})")
     print(f"latency  event -> command             p50 {lat['event_to_command_p50_ms']:.2f} ms, "
           f"p99 {lat['event_to_command_p99_ms']:.2f} ms")
     print(f"         raw request/reply RTT        p50 {lat['raw_rtt_p50_ms']:.2f} ms, p99 {lat['raw_rtt_p99_ms']:.2f} ms"

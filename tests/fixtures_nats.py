@@ -198,16 +198,17 @@ async def stream_messages(settings: BusSettings, stream: str) -> list[tuple[int,
     return out
 
 
-def expected_outputs(records: list[tuple[int, bytes]]) -> dict[str, list[tuple[str, str, bytes]]]:
+def expected_outputs(records: list[tuple[int, bytes]], engine=None) -> dict[str, list[tuple[str, str, bytes]]]:
     """What one uninterrupted decider stores for `records` ((K8S seq, body) pairs): per stream,
-    (subject, msg id, body) in order. The engine is a pure fold, so this is the reference."""
+    (subject, msg id, body) in order. The engine (default: `Engine()`) is a pure fold, so this is
+    the reference."""
     from statemachines import outputs as o
     from statemachines.engine import Engine
     from statemachines.model.objects import Job
     from statemachines.model.records import Observed, decode
     from vcbus.bus.cloudevents import output_id
 
-    engine = Engine()
+    engine = engine if engine is not None else Engine()
     out: dict[str, list[tuple[str, str, bytes]]] = {s.JOBS_STREAM: [], s.CMDS_STREAM: []}
     for seq, data in records:
         decoded = decode(data)

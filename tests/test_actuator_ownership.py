@@ -11,6 +11,7 @@ A refusal is logged and counted, and nothing happens on the cluster.
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import logging
 import pathlib
@@ -176,3 +177,135 @@ def test_a_secret_is_patched_only_if_vcbus_created_it(cluster):
     assert again.data["id_rsa"] == created.data["id_rsa"] and again.data["config"] == created.data["config"]
     with pytest.raises(ApiException):
         core.read_namespaced_secret("train-ssh-nope", ns)
+
+
+def _pg(name: str, owner_ref: dict | None = None) -> dict:
+    meta: dict = {"name": name}
+    if owner_ref:
+        meta["ownerReferences"] = [owner_ref]
+    return {"apiVersion": f"{PG_GROUP}/{PG_VERSION}", "kind": "PodGroup", "metadata": meta, "spec": {"minMember": 1}}
+
+
+def test_events_are_recorded_only_on_objects_vcbus_controls(cluster):
+    api, core, custom, ns = cluster
+    job = create_job(custom, ns, "train")
+    other = create_job(custom, ns, "other")
+    core.create_namespaced_pod(ns, plain_pod("other-worker-0", owner_ref=owner(other), scheduler="volcano"))
+    core.create_namespaced_pod(ns, plain_pod("web-0"))  # the default scheduler's, no vcjob
+    core.create_namespaced_pod(ns, plain_pod("batch-0", scheduler="volcano"))  # a plain pod for volcano
+    for body in (_pg("other-pg", owner(other)), _pg("plain-pg")):
+        custom.create_namespaced_custom_object(PG_GROUP, PG_VERSION, ns, PG_PLURAL, body)
+    act = Actuator(api)
+
+    def event(key: str, kind: str = "", name: str = "", api_version: str = "", seq: int = 1) -> o.RecordEvent:
+        return o.RecordEvent(job=key, seq=seq, reason="Forged", message="x", kind=kind, name=name, api_version=api_version)
+
+    forged = [
+        event(key(job), "Job", "other"),  # another vcjob under this job's key
+        event(key(job), "Pod", "other-worker-0"),  # another vcjob's pod
+        event(key(job), "Pod", "web-0"),  # a pod of no vcjob, not for volcano
+        event(key(job), "PodGroup", "other-pg"),  # another vcjob's PodGroup
+        event(key(job), "PodGroup", "plain-pg"),  # a PodGroup of no vcjob, under another key
+        event(key(job), "ConfigMap", "kube-root-ca.crt", "v1"),  # a kind vcbus never records events on
+        event(key(job), "Queue", "default", "scheduling.volcano.sh/v1beta1"),  # a Queue under a namespaced key
+        event(key(job), "Pod", "other-worker-0", "apps/v1"),  # a Pod of another API group
+    ]
+    assert [act.apply(cmd, index=i) for i, cmd in enumerate(forged)] == ["refused"] * len(forged)
+    assert act.refused == len(forged)
+    assert core.list_namespaced_event(ns).items == []
+    good = [
+        event(key(job)),  # the job itself
+        event(key(other), "Pod", "other-worker-0"),
+        event(key(job), "Pod", "batch-0"),  # a plain pod for the volcano scheduler (the scheduler's events)
+        event(key(other), "PodGroup", "other-pg"),
+        event(f"{ns}/plain-pg", "PodGroup", "plain-pg"),  # a plain PodGroup under its own key
+    ]
+    assert [act.apply(cmd, index=i) for i, cmd in enumerate(good)] == ["applied"] * len(good)
+    about = sorted((e.involved_object.kind, e.involved_object.name) for e in core.list_namespaced_event(ns).items)
+    assert about == [("Job", "train"), ("Pod", "batch-0"), ("Pod", "other-worker-0"), ("PodGroup", "other-pg"),
+                     ("PodGroup", "plain-pg")]
+
+
+def test_a_podgroup_status_is_written_only_under_its_owners_key(cluster):
+    api, core, custom, ns = cluster
+    job = create_job(custom, ns, "train")
+    other = create_job(custom, ns, "other")
+    for body in (_pg("other-pg", owner(other)), _pg("plain-pg")):
+        custom.create_namespaced_custom_object(PG_GROUP, PG_VERSION, ns, PG_PLURAL, body)
+    act = Actuator(api)
+    status = {"phase": "Running", "running": 1}
+    forged = [
+        o.UpdatePodGroupStatus(job=key(job), seq=1, name="other-pg", status=status),  # another vcjob's
+        o.UpdatePodGroupStatus(job=key(job), seq=2, name="plain-pg", status=status),  # no vcjob's, another key
+        o.UpdatePodGroupStatus(job=f"{ns}/gone", seq=3, name="other-pg", status=status),  # a key of no vcjob
+    ]
+    assert [act.apply(cmd) for cmd in forged] == ["refused"] * len(forged)
+    for name in ("other-pg", "plain-pg"):
+        assert "status" not in custom.get_namespaced_custom_object(PG_GROUP, PG_VERSION, ns, PG_PLURAL, name)
+    assert act.apply(o.UpdatePodGroupStatus(job=key(other), seq=4, name="other-pg", status=status)) == "applied"
+    assert act.apply(o.UpdatePodGroupStatus(job=f"{ns}/plain-pg", seq=5, name="plain-pg", status=status)) == "applied"
+    for name in ("other-pg", "plain-pg"):
+        got = custom.get_namespaced_custom_object(PG_GROUP, PG_VERSION, ns, PG_PLURAL, name)
+        assert got["status"]["phase"] == "Running", name
+    # the patch carries the uid it read: a PodGroup replaced meanwhile is not written
+    with pytest.raises(ApiException) as exc:
+        custom.patch_namespaced_custom_object(PG_GROUP, PG_VERSION, ns, PG_PLURAL, "plain-pg",
+                                              {"metadata": {"uid": "not-this-one"}, "status": {"phase": "Pending"}})
+    assert exc.value.status == 422 and "uid" in exc.value.body, exc.value.body
+
+
+def _book(custom, ns: str, name: str, booked: bool) -> None:
+    """The bookkeeping the engine writes: OnJobDelete deletes only what is booked, OnJobAdd adds only what is not."""
+    value = {"plugin-svc": "svc", "plugin-ssh": "ssh"} if booked else None
+    custom.patch_namespaced_custom_object_status(
+        JOB_GROUP, JOB_VERSION, ns, JOB_PLURAL, name, {"status": {"controlledResources": value}})
+
+
+def test_plugin_objects_that_are_not_the_jobs_are_neither_deleted_nor_patched(cluster):
+    api, core, custom, ns = cluster
+    net = client.NetworkingV1Api(api)
+    job = create_job(custom, ns, "train", plugins={"svc": [], "ssh": []})
+    other = create_job(custom, ns, "other")
+    act = Actuator(api)
+    # OnJobAdd would patch the data of a ConfigMap of its name: only if it is the job's
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "train-svc"}, "data": {"hosts": "mine"}})
+    assert act.apply(o.PluginHook(job=key(job), seq=1, hook="OnJobAdd", plugins=["svc", "ssh"])) == "refused"
+    assert core.read_namespaced_config_map("train-svc", ns).data == {"hosts": "mine"}
+    core.delete_namespaced_config_map("train-svc", ns)
+    for leftover in (core.delete_namespaced_secret, core.delete_namespaced_service, net.delete_namespaced_network_policy):
+        with contextlib.suppress(ApiException):  # what the refused hook created before the ConfigMap
+            leftover("train-ssh" if leftover == core.delete_namespaced_secret else "train", ns)
+    _book(custom, ns, "train", True)
+    theirs = {"name": "", "ownerReferences": [owner(other)]}
+    foreign = {  # what OnJobDelete of train deletes, each made by someone else under the name it uses
+        "ConfigMap": (lambda m: core.create_namespaced_config_map(ns, {"metadata": m, "data": {"hosts": "mine"}}),
+                      lambda n: core.read_namespaced_config_map(n, ns), core.delete_namespaced_config_map,
+                      "train-svc", {"name": ""}),
+        "Service": (lambda m: core.create_namespaced_service(ns, {"metadata": m, "spec": {"clusterIP": "None"}}),
+                    lambda n: core.read_namespaced_service(n, ns), core.delete_namespaced_service, "train", theirs),
+        "NetworkPolicy": (lambda m: net.create_namespaced_network_policy(ns, {"metadata": m, "spec": {"podSelector": {}}}),
+                          lambda n: net.read_namespaced_network_policy(n, ns), net.delete_namespaced_network_policy,
+                          "train", {"name": ""}),
+        # created "by vcbus" (the annotation) but for another vcjob: the ownerReference decides
+        "Secret": (lambda m: core.create_namespaced_secret(ns, {"metadata": {**m, "annotations": {MANAGED_BY: "vcbus"}},
+                                                                "data": {"config": base64.b64encode(b"k").decode()}}),
+                   lambda n: core.read_namespaced_secret(n, ns), core.delete_namespaced_secret, "train-ssh", theirs),
+    }
+    for kind, (create, read, delete, name, meta) in foreign.items():
+        made = create({**meta, "name": name})
+        assert act.apply(o.PluginHook(job=key(job), seq=1, hook="OnJobDelete", plugins=["svc", "ssh"])) == "refused", kind
+        assert read(name).metadata.uid == made.metadata.uid, kind  # still there
+        delete(name, ns)
+    assert act.refused == len(foreign) + 1
+    # the job's own objects are created, patched again and deleted as before
+    _book(custom, ns, "train", False)
+    add = o.PluginHook(job=key(job), seq=3, hook="OnJobAdd", plugins=["svc", "ssh"])
+    assert act.apply(add) == "applied" and act.apply(add) == "applied"
+    for kind, (_, read, _, name, _) in foreign.items():
+        assert read(name).metadata.owner_references[0].uid == job["metadata"]["uid"], kind
+    _book(custom, ns, "train", True)
+    assert act.apply(o.PluginHook(job=key(job), seq=4, hook="OnJobDelete", plugins=["svc", "ssh"])) == "applied"
+    for kind, (_, read, _, name, _) in foreign.items():
+        with pytest.raises(ApiException) as exc:
+            read(name)
+        assert exc.value.status == 404, kind

@@ -193,7 +193,7 @@ def test_podgroup_status_is_replaced_and_its_spec_kept(env):
                                           {"status": {"phase": "Running", "running": 3, "succeeded": 1}})
     cond = {"type": "Scheduled", "status": "True", "transitionID": "s-1", "lastTransitionTime": T1,
             "reason": "tasks in gang are ready to be scheduled"}
-    cmd = o.UpdatePodGroupStatus(job=key(ns), seq=1, name="pg",
+    cmd = o.UpdatePodGroupStatus(job=key(ns, "pg"), seq=1, name="pg",  # a PodGroup of no vcjob: its own key
                                  status={"phase": "Inqueue", "conditions": [cond], "running": 1})
     assert act.apply(cmd) == "applied"
     got = custom.get_namespaced_custom_object(PG_GROUP, PG_VERSION, ns, PG_PLURAL, "pg")
@@ -298,7 +298,7 @@ def test_events_on_a_podgroup_a_pod_and_a_queue(env, queue_name):
         "apiVersion": f"{PG_GROUP}/{PG_VERSION}", "kind": "PodGroup", "metadata": {"name": "pg"},
         "spec": {"minMember": 1}})
     pod = make_pod(core, ns, "p-0")
-    on_pg = o.RecordEvent(job=key(ns), seq=5, time=T1, event_type="Warning", reason="Unschedulable",
+    on_pg = o.RecordEvent(job=key(ns, "pg"), seq=5, time=T1, event_type="Warning", reason="Unschedulable",  # its own key
                           message="1/1 tasks in gang unschedulable: pod group is not ready, 1 Pending, 1 minAvailable",
                           kind="PodGroup", name="pg", component="vc-scheduler")
     on_pod = o.RecordEvent(job=key(ns), seq=5, time=T1, event_type="Warning", reason="FailedScheduling",

@@ -24,6 +24,7 @@ from nats.js import JetStreamContext
 from vcbus.bus.auth import connect_options, redact, service_auth, urls_of
 from vcbus.bus.cluster import default_replicas
 from vcbus.bus.errors import BusError
+from vcbus.bus import natsheaders
 from vcbus.bus.server import embedded
 from vcbus.bus.streams import ensure_streams
 from vcbus.settings import BusSettings, NatsAuth
@@ -86,6 +87,7 @@ async def connect(url: str, *, name: str = "vcbus", timeout: float = 5.0, auth: 
         seen.append(err)
         await _error_cb(err)
 
+    natsheaders.install()  # nats-py's header parsing, 4x cheaper (every record the services receive)
     nc = Client()
     try:
         await asyncio.wait_for(

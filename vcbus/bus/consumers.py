@@ -1,6 +1,7 @@
 """The decider's durable consumer on VCBUS_K8S: its configuration, and where a restart stands.
 
-One per partition (`vcbus.bus.partitions.Partition.consumer`), created through
+One per partition (`vcbus.bus.partitions.Partition.consumer`), filtering the
+partition's own records with one filter subject, created through
 the JetStream API directly, because nats-py's `ConsumerConfig` has no field
 for priority groups: `priority_groups: ["vcbus"]` with `priority_policy:
 pinned_client` lets the server deliver to one decider only
@@ -57,10 +58,11 @@ def decider_config(part: parts.Partition, settings: BusSettings, *, max_ack_pend
     }
     if start_after:
         cfg["opt_start_seq"] = start_after + 1
-    if part.filters is None:
-        cfg["filter_subject"] = f"{s.K8S_PREFIX}.>"
+    filters = part.consumer_filters  # with N > 1 the shared records come another way (vcbus.bus.merging)
+    if len(filters) == 1:
+        cfg["filter_subject"] = filters[0]
     else:
-        cfg["filter_subjects"] = part.filters
+        cfg["filter_subjects"] = filters
     return cfg
 
 
@@ -95,9 +97,11 @@ async def open_decider_consumer(nc: Client, part: parts.Partition, settings: Bus
     except NotFoundError:
         have = await _write(nc, name, want, "create")
     cfg = have.get("config") or {}
-    if cfg.get("priority_policy") != "pinned_client" or (cfg.get("max_ack_pending") or 0) < max_ack_pending:
+    # two filter subjects (partition and shared records: vcbus before vcbus.bus.merging) become the one
+    refilter = (cfg.get("filter_subjects") or [cfg.get("filter_subject")]) != part.consumer_filters
+    if refilter or cfg.get("priority_policy") != "pinned_client" or (cfg.get("max_ack_pending") or 0) < max_ack_pending:
         update = {**want, "deliver_policy": cfg.get("deliver_policy", "all")}
-        for key in ("opt_start_seq", "opt_start_time", "filter_subject", "filter_subjects", "metadata"):
+        for key in ("opt_start_seq", "opt_start_time", "metadata"):
             update.pop(key, None)
             if key in cfg:
                 update[key] = cfg[key]

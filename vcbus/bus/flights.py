@@ -14,11 +14,11 @@ stored is dropped as a duplicate), then moves the consumer past them.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Sequence
 
 from nats.aio.msg import Msg
 
-from vcbus.bus.batching import BatchWriter, Sent, Stored
+from vcbus.bus.batching import MAX_ATOMIC, BatchWriter, Sent, Stored
 from vcbus.bus.publisher import Prepared
 
 
@@ -27,7 +27,7 @@ class Flight:
 
     __slots__ = ("records", "outputs", "sent", "last_seq", "commands", "events")
 
-    def __init__(self, records: list[Msg], outputs: list[Prepared], sent: list[Sent], last_seq: int) -> None:
+    def __init__(self, records: list[Msg], outputs: Sequence[Prepared], sent: list[Sent], last_seq: int) -> None:
         self.records = records
         self.outputs = outputs  # commands then events, in the order sent
         self.sent = sent
@@ -66,8 +66,9 @@ async def restore(writer: BatchWriter, flights: list[Flight], timeout: float) ->
     for flight in flights:
         for one in flight.sent:
             writer.forget(one.replies)
-        if flight.outputs:
-            res = await writer.one_by_one(flight.outputs, timeout)
+        # in chunks: a big record's outputs are built (pods rendered) only as they go (vcbus.bus.bigrecords)
+        for start in range(0, len(flight.outputs), MAX_ATOMIC):
+            res = await writer.one_by_one(flight.outputs[start:start + MAX_ATOMIC], timeout)
             stored += res.stored
             duplicates += res.duplicates
     return Stored(stored, duplicates)

@@ -16,8 +16,11 @@ deterministic hash of the namespace and job tokens) stores it as
 so every record of a job is in the same partition. Records of no job (queues,
 nodes, PriorityClasses, a pod no job owns) keep their five tokens and are
 shared: every partition's decider reads them. Decider K's durable consumer
-`vcbus-decider-K` filters `vcbus.k8s.*.*.*.*.K` and `vcbus.k8s.*.*.*`. The
-partition count is kept in the stream's metadata (`vcbus.partitions`).
+`vcbus-decider-K` filters its own records, `vcbus.k8s.*.*.*.*.K` (one filter
+subject: a consumer with two costs the server about four times the CPU per
+record), and it reads the shared ones, `vcbus.k8s.*.*.*`, through a consumer of
+its own, merged by stream sequence (`vcbus.bus.merging`). The partition count
+is kept in the stream's metadata (`vcbus.partitions`).
 
 Everything that reads the whole log (the scheduler, `vcbus replay --nats`,
 log export) reads VCBUS_K8S as before: it is still one stream with one order.
@@ -39,6 +42,7 @@ from vcbus.bus import subjects as s
 META_KEY = "vcbus.partitions"
 DURABLE = "vcbus-decider"
 MAX_PARTITIONS = 64
+SHARED_FILTER = f"{s.K8S_PREFIX}.*.*.*"  # records of no job: every partition folds them
 
 
 @dataclass(frozen=True)
@@ -60,10 +64,39 @@ class Partition:
 
     @property
     def filters(self) -> list[str] | None:
-        """The consumer's subject filters (None: the whole stream)."""
+        """Every record this partition folds: its own and the shared ones (None: the whole stream)."""
         if self.count == 1:
             return None
-        return [f"{s.K8S_PREFIX}.*.*.*.*.{self.index}", f"{s.K8S_PREFIX}.*.*.*"]
+        return [self.own_filter, SHARED_FILTER]
+
+    @property
+    def own_filter(self) -> str:
+        """The durable consumer's one filter subject: the partition's own records (all, with one)."""
+        return f"{s.K8S_PREFIX}.>" if self.count == 1 else f"{s.K8S_PREFIX}.*.*.*.*.{self.index}"
+
+    @property
+    def consumer_filters(self) -> list[str]:
+        """The durable consumer's filter subjects."""
+        return [self.own_filter]
+
+    @property
+    def whole(self) -> bool:
+        """Whether the consumer delivers every record of the stream (a gap is a record to fetch)."""
+        return self.count == 1
+
+    @property
+    def merged(self) -> bool:
+        """Whether the shared records come through a consumer of their own (`vcbus.bus.merging`)."""
+        return self.count > 1
+
+    @property
+    def queue_outputs(self) -> bool:
+        """Whether this decider publishes the queue-scoped outputs (with N > 1: the queue role does)."""
+        return self.count == 1
+
+    def shared(self, subject: str) -> bool:
+        """Whether a stored K8S record is one every partition folds (with N > 1: five tokens)."""
+        return self.count > 1 and subject.count(".") == 4
 
     def mine(self, subject: str) -> bool:
         """Whether a stored K8S record is this partition's to decide (its own or a shared one)."""

@@ -207,10 +207,24 @@ class Publisher:
         try:
             acks = await asyncio.wait_for(asyncio.gather(*(f for _, f in pending)), self.timeout)
         except asyncio.TimeoutError:
+            self._count_done(pending)
             raise BusError(f"no acknowledgement from JetStream within {self.timeout:g}s") from None
         except Exception as err:
+            self._count_done(pending)
             subject = next((subj for subj, f in pending if f.done() and f.exception() is not None), "?")
             raise BusError(f"publishing to {subject} failed: {err or type(err).__name__}") from err
+        self._count(acks)
+
+    def _count_done(self, pending: list[tuple[str, asyncio.Future[PubAck]]]) -> None:
+        """After a failure: count the acknowledgements that did come (in order, up to the first missing)."""
+        acks = []
+        for _, fut in pending:
+            if not fut.done() or fut.cancelled() or fut.exception() is not None:
+                break
+            acks.append(fut.result())
+        self._count(acks)
+
+    def _count(self, acks: list[PubAck]) -> None:
         for ack in acks:
             if ack.duplicate:
                 self.duplicates += 1
@@ -225,6 +239,7 @@ class LogCheck(msgspec.Struct):
     records: int = 0
     publishable: int = 0
     ignored: int = 0
+    bytes: int = 0  # of the publishable messages, as the server counts them (vcbus.bus.logstore)
 
 
 def message_size(msg: Prepared) -> int:
@@ -262,8 +277,10 @@ def check_log(stream: BinaryIO, source: str, *, max_payload: int | None = None) 
     for rec in read_records(stream):
         decoded = decode_record(source, rec)
         counts.records += 1
-        if checked_message(source, rec, decoded, max_payload=max_payload) is not None:
+        msg = checked_message(source, rec, decoded, max_payload=max_payload)
+        if msg is not None:
             counts.publishable += 1
+            counts.bytes += message_size(msg)
         else:
             counts.ignored += 1
     return counts

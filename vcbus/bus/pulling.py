@@ -48,6 +48,7 @@ class Puller:
         expires: float = 10.0,
         heartbeat: float = 2.0,
         group: str | None = None,
+        arrived: asyncio.Event | None = None,
     ) -> None:
         self.nc = nc
         self.subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer}"
@@ -59,7 +60,7 @@ class Puller:
         self._inbox = ""
         self._sub = None
         self._queue: collections.deque[Msg] = collections.deque()
-        self._arrived = asyncio.Event()
+        self._arrived = arrived or asyncio.Event()  # shared when a `Merger` waits on two pullers
         self._outstanding = 0  # records requested and not delivered (nor expired)
         self._last_activity = 0.0
         self._error: BaseException | None = None
@@ -132,6 +133,19 @@ class Puller:
         self._poked = True
         self._arrived.set()
 
+    @property
+    def queue(self) -> collections.deque[Msg]:
+        """The records delivered and not taken yet, in delivery order."""
+        return self._queue
+
+    async def keep_up(self) -> None:
+        """Raise what the server reported; ask again if the requests were lost (a reconnect);
+        keep enough requests open."""
+        self._raise()
+        if time.monotonic() - self._last_activity > self.expires + 2 * self.heartbeat:
+            self._outstanding = 0  # requests lost (a reconnect): ask again
+        await self._top_up()
+
     async def take(self, n: int, timeout: float) -> list[Msg]:
         """Up to `n` records: waits at most `timeout` for the first, never for more; returns
         early with none when `poke`d."""
@@ -141,9 +155,7 @@ class Puller:
             if self._poked:
                 self._poked = False
                 return []
-            if time.monotonic() - self._last_activity > self.expires + 2 * self.heartbeat:
-                self._outstanding = 0  # requests lost (a reconnect): ask again
-            await self._top_up()
+            await self.keep_up()
             left = deadline - time.monotonic()
             if left <= 0:
                 return []

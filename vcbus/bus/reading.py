@@ -6,7 +6,10 @@ It uses an ephemeral pull consumer without acks (fetching in batches is
 cheaper in Python than a push consumer's per-message callbacks) and keeps
 order itself, as an ordered consumer does: the consumer sequence must grow by
 one; on a gap (a delivery lost) the consumer is recreated after the last
-message seen, so nothing is skipped and nothing repeated.
+message seen, so nothing is skipped and nothing repeated. The same holds when
+the consumer's server dies in a cluster (pulls answered 503 "no responders",
+or the consumer gone): the reader goes on through a new consumer for up to
+`UNAVAILABLE_FOR` seconds of outage.
 
 Batches are yielded as lists. When following (`follow=True`) an empty list
 means "nothing new for `idle` seconds", so a caller can flush its writes; when
@@ -25,9 +28,10 @@ import nats.errors
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js import api
-from nats.js.errors import NotFoundError
+from nats.js.errors import NotFoundError, ServiceUnavailableError
 
 INACTIVE = 120.0  # seconds before the server drops an abandoned reader's consumer
+UNAVAILABLE_FOR = 60.0  # seconds of "no responders" (503) a reader outlasts before it gives up
 
 
 def _config(
@@ -89,22 +93,36 @@ async def read_stream(
     sub, pending, name = await _subscribe(js, stream, cfg)
     expected = 1
     last_stream_seq = 0
+    unavailable_since: float | None = None
     try:
         if not follow and pending == 0:
             return
         while True:
             try:
                 msgs = await sub.fetch(batch, timeout=idle)
+                unavailable_since, lost = None, False
+            except ServiceUnavailableError:
+                # 503 "no responders": in a cluster the pull reached no server holding the consumer
+                # (its interest not propagated yet, or its server restarted and an R1 in-memory
+                # consumer went with it). Read on through a new consumer from the last message kept.
+                unavailable_since = await _outlast(unavailable_since)
+                msgs, lost = [], True
             except (nats.errors.TimeoutError, asyncio.TimeoutError):
                 if follow:
                     yield []
                     continue
-                info_now = await sub.consumer_info()
-                if not info_now.num_pending:
-                    return
-                continue
+                try:
+                    info_now = await sub.consumer_info()
+                except (NotFoundError, ServiceUnavailableError, nats.errors.TimeoutError):
+                    unavailable_since = await _outlast(unavailable_since)  # the consumer went with its server
+                    msgs, lost = [], True
+                else:
+                    if not info_now.num_pending:
+                        return
+                    continue
             out: list[Msg] = []
-            done = gap = False
+            done = False
+            gap = lost
             for msg in msgs:
                 meta = msg.metadata
                 if meta.sequence.consumer != expected:
@@ -135,13 +153,27 @@ async def read_stream(
                     filters=filters,
                     last_per_subject=last_per_subject and not last_stream_seq,
                 )
-                sub, pending, name = await _subscribe(js, stream, cfg)
+                while True:
+                    try:
+                        sub, pending, name = await _subscribe(js, stream, cfg)
+                        break
+                    except (ServiceUnavailableError, nats.errors.TimeoutError):  # no stream leader yet
+                        unavailable_since = await _outlast(unavailable_since)
                 expected = 1
     finally:
         with contextlib.suppress(Exception):
             await js.delete_consumer(stream, name)
         with contextlib.suppress(Exception):
             await sub.unsubscribe()
+
+
+async def _outlast(since: float | None) -> float:
+    """Wait a little before reading on through a new consumer; raise after UNAVAILABLE_FOR."""
+    now = asyncio.get_running_loop().time()
+    if since is not None and now - since > UNAVAILABLE_FOR:
+        raise nats.errors.TimeoutError  # the stream's servers stayed unreachable
+    await asyncio.sleep(0.2)
+    return now if since is None else since
 
 
 async def _subscribe(

@@ -20,7 +20,8 @@ sequence and only changes its subject:
    so every record gets its old sequence back.
 4. **Consumers.** Each new partition's durable consumer is created at the end
    of the log (ack floor = the last sequence): its decider folds its records
-   on start and decides what comes after. The copy stream is deleted.
+   on start and decides what comes after; with N > 1 the queue role's too
+   (`vcbus.bus.queueing`). The copy stream is deleted.
 
 Interrupted after step 2 (the copy exists), running it again resumes from the
 copy: the copy is the log until it is deleted.
@@ -28,6 +29,7 @@ copy: the copy is the log until it is deleted.
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Callable
 
@@ -41,6 +43,7 @@ from vcbus.bus.errors import BusError
 from vcbus.bus.consumers import create_at
 from vcbus.bus.ownership import PartitionOwned, control_subject
 from vcbus.bus.publisher import Prepared
+from vcbus.bus.queueing import QueueRole
 from vcbus.bus.reading import read_stream
 from vcbus.bus.streams import stream_config
 from vcbus.errors import UserError
@@ -59,8 +62,8 @@ async def check_idle(bus: Bus, count: int) -> None:
     """Refuse while a decider runs or a partition has records not decided yet."""
     import nats.errors
 
-    for k in range(count):
-        part = parts.Partition(k, count)
+    roles = [parts.Partition(k, count) for k in range(count)] + ([QueueRole()] if count > 1 else [])
+    for part in roles:  # with N > 1 the queue role too (vcbus.bus.queueing)
         try:
             await bus.nc.request(control_subject(part.consumer), b"", timeout=1.0)
         except nats.errors.NoRespondersError:
@@ -81,6 +84,24 @@ async def check_idle(bus: Bus, count: int) -> None:
                 f"partition {part.name} has {int(info.num_pending or 0) + int(info.num_ack_pending or 0)} records "
                 f"not decided yet: decide them first (vcbus up --once --service decider)"
             )
+        shared = await last_shared(bus) if part.count > 1 else 0
+        if shared > int(info.ack_floor.stream_seq or 0):  # its consumer filters its own records only
+            raise UserError(
+                f"partition {part.name} has not decided the shared records up to seq {shared} yet: "
+                f"decide them first (vcbus up --once --service decider)"
+            )
+
+
+async def last_shared(bus: Bus) -> int:
+    """The sequence of the last shared record (of no job, `vcbus.bus.merging`), 0 if there is none."""
+    body = json.dumps({"last_by_subj": parts.SHARED_FILTER}).encode()
+    reply = json.loads((await bus.nc.request(f"$JS.API.STREAM.MSG.GET.{s.K8S_STREAM}", body, timeout=10)).data)
+    error = reply.get("error")
+    if error:
+        if error.get("code") == 404:
+            return 0
+        raise BusError(f"repartition: last shared record of {s.K8S_STREAM}: {error.get('description')}")
+    return int(reply["message"]["seq"])
 
 
 async def repartition(bus: Bus, count: int, *, progress: Callable[[str], None] = lambda _m: None) -> dict:
@@ -128,6 +149,8 @@ async def repartition(bus: Bus, count: int, *, progress: Callable[[str], None] =
         )
     for k in range(count):
         await _consumer_at(bus, parts.Partition(k, count), last)
+    if count > 1:  # the queue role folds every partition's records (vcbus.bus.queueing)
+        await _consumer_at(bus, QueueRole(), last)
     await js.delete_stream(COPY_STREAM)
     progress(f"{n} records in {count} partition(s); deciders start after seq {last}")
     return {"partitions": count, "records": n, "changed": True, "last_seq": last}

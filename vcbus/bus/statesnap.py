@@ -77,6 +77,7 @@ _SAFE_GLOBALS = frozenset(
         ("msgspec", "Raw"),
         ("msgspec", "UNSET"),
         ("msgspec._utils", "rebuild"),  # a Struct's reduce: the class itself is checked too
+        ("vcbus.bus.statesnap", "_struct"),  # ours, keeps default objects (see _Pickler.reducer_override)
         ("vcbus.bus.views", "Views"),
         ("vcbus.bus.views", "PendingTimer"),
     }
@@ -189,6 +190,46 @@ class _Pickler(pickle.Pickler):
 
     def persistent_id(self, obj: Any) -> str | None:  # noqa: D102
         return self._hooks.get(id(obj))
+
+    def reducer_override(self, obj: Any) -> Any:  # noqa: D102
+        if not isinstance(obj, msgspec.Struct):
+            return NotImplemented
+        cls = type(obj)
+        defaults = _defaults(cls)
+        if not defaults:
+            return NotImplemented
+        values = tuple(getattr(obj, f) for f in cls.__struct_fields__)
+        mask = 0
+        for i, d in defaults.items():
+            if values[i] is d:
+                mask |= 1 << i
+        return _struct, (cls, values, mask)
+
+
+# msgspec's `omit_defaults` leaves a field out only when its value *is* the default object (equal
+# is not enough), and unpickling makes new objects: a restored struct would encode
+# `"policy":"default"` where the refolded one omits it, the same meaning in other bytes. So a
+# struct with defaults is saved with a mask of the fields that held the default object itself, and
+# restored with those objects again: a restore encodes byte for byte as the refold it replaces.
+
+
+@functools.cache
+def _defaults(cls: type) -> dict[int, Any]:
+    infos = msgspec.structs.fields(cls)
+    return {i: f.default for i, f in enumerate(infos) if f.default is not msgspec.NODEFAULT}
+
+
+def _struct(cls: Any, values: Any, mask: Any) -> Any:
+    """Rebuild a struct saved by `_Pickler.reducer_override` (its class was checked by find_class)."""
+    if not (isinstance(cls, type) and issubclass(cls, msgspec.Struct)) or type(values) is not tuple:
+        raise Invalid("a struct saved with something else than a struct class and its values")
+    fields = cls.__struct_fields__
+    if len(values) != len(fields) or type(mask) is not int:
+        raise Invalid(f"a {cls.__name__} saved with {len(values)} values for {len(fields)} fields")
+    if mask:
+        defaults = _defaults(cls)
+        values = tuple(defaults[i] if mask >> i & 1 and i in defaults else v for i, v in enumerate(values))
+    return cls(**dict(zip(fields, values, strict=True)))
 
 
 class _Unpickler(pickle.Unpickler):

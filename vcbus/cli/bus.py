@@ -1,7 +1,8 @@
 """`vcbus bus partitions|repartition`: how VCBUS_K8S is partitioned among deciders, and changing it.
 
-`partitions` lists each partition's decider consumer: its ack floor, the
-records still pending, and whether a live decider owns it. `repartition N`
+`partitions` lists each partition's decider consumer (with N > 1 also the
+queue role's, partition `queues`): its ack floor, the records still pending,
+and whether a live decider owns it. `repartition N`
 replays the log into N partitions, keeping every record's sequence
 (`vcbus.bus.repartitioning`); the deciders must be stopped and caught up.
 """
@@ -73,8 +74,12 @@ async def _partitions(settings: BusSettings) -> list[dict]:
     rows = []
     async with open_bus(settings) as b:
         count = await parts.partitions(b.js)
-        for k in range(count):
-            part = parts.Partition(k, count)
+        roles: list[parts.Partition] = [parts.Partition(k, count) for k in range(count)]
+        if count > 1:  # the queue controller over every partition (vcbus.bus.queueing)
+            from vcbus.bus.queueing import QueueRole
+
+            roles.append(QueueRole())
+        for part in roles:
             floor = pending = None
             try:
                 info = await b.js.consumer_info(s.K8S_STREAM, part.consumer)
@@ -89,7 +94,8 @@ async def _partitions(settings: BusSettings) -> list[dict]:
                 owner = f"pid {who.get('pid')} on {who.get('host')}"
             except (nats.errors.NoRespondersError, nats.errors.TimeoutError, ValueError):
                 pass
-            rows.append({"partition": k, "of": count, "consumer": part.consumer, "ack_floor": floor,
+            label = part.name if part.name == "queues" else part.index
+            rows.append({"partition": label, "of": count, "consumer": part.consumer, "ack_floor": floor,
                          "pending": pending, "owner": owner})
     return rows
 

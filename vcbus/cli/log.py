@@ -37,6 +37,9 @@ IMPORT_HELP = """Restore an exported log (JSON lines) into an empty VCBUS_K8S, k
 \b
 Checked first like `vcbus publish` (bad input: exit 2, nothing imported). With
 --append the records are added to a non-empty stream (their seq numbers change).
+If the server fails part-way, up to 1,000 records are imported whole or not at
+all; a larger log keeps what was stored, and `vcbus log import --append FILE`
+completes it without duplicates (the stored records keep their seq numbers).
 
 \b
 Examples:
@@ -97,7 +100,8 @@ def import_cmd(file: str, append: bool, nats_url: str | None, data_dir: pathlib.
         data = spooled_input(stream)
         check_log(data, source)  # undecodable records fail before any connection
         data.seek(0)
-        pub, checked = asyncio.run(_publish(settings, data, source, require_empty=not append))
+        again = f"vcbus log import --append {file}"  # a re-run finds the stream non-empty
+        pub, checked = asyncio.run(_publish(settings, data, source, require_empty=not append, command=again))
     finally:
         if stream is not sys.stdin.buffer:
             stream.close()

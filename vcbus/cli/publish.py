@@ -11,7 +11,8 @@ import click
 
 from vcbus.bus import subjects as s
 from vcbus.bus.connecting import open_bus
-from vcbus.bus.publisher import LogCheck, Publisher, check_log, publish_records, spooled_input
+from vcbus.bus.logstore import store_log
+from vcbus.bus.publisher import LogCheck, Publisher, check_log, spooled_input
 from vcbus.bus.streams import last_seq
 from vcbus.errors import UserError
 from vcbus.settings import BusSettings, bus_options, from_flags
@@ -35,6 +36,13 @@ resourceVersion and watch type) is not stored again, so publishing a file
 twice is harmless. Bookmarks and kinds vcbus does not read are skipped.
 
 \b
+If the server fails part-way: an input of up to 1,000 records (and 64 MiB) is
+one atomic batch, stored whole or not at all; a larger one is stored in file
+order, and the error says how many records were stored. Run the same command
+again (within the stream's duplicate window, 1 hour by default) to store the
+rest: nothing is stored twice (exit 3 until then).
+
+\b
 Examples:
   vcbus publish examples/resnet-dist-train.json
   vcbus publish watch.log --nats nats://127.0.0.1:4222
@@ -56,15 +64,18 @@ def publish(file: str, nats_url: str | None, data_dir: pathlib.Path | None) -> N
         data = spooled_input(stream)
         check_log(data, source)  # undecodable records fail before any connection
         data.seek(0)
-        pub, checked = asyncio.run(_publish(settings, data, source, require_empty=False))
+        pub, checked = asyncio.run(_publish(settings, data, source, require_empty=False, command=f"vcbus publish {file}"))
     finally:
         if stream is not sys.stdin.buffer:
             stream.close()
     report(pub, checked, source)
 
 
-async def _publish(settings: BusSettings, data: BinaryIO, source: str, *, require_empty: bool) -> tuple[Publisher, LogCheck]:
-    """Check the whole input against the server (max payload) and only then publish it: all or nothing."""
+async def _publish(
+    settings: BusSettings, data: BinaryIO, source: str, *, require_empty: bool, command: str = "vcbus publish"
+) -> tuple[Publisher, LogCheck]:
+    """Check the whole input against the server (max payload) and only then store it (vcbus.bus.logstore):
+    all or nothing when it fits one atomic batch, else in order, completed by a re-run if the server fails."""
     async with open_bus(settings, name="vcbus-publish") as bus:
         if require_empty:
             n = await last_seq(bus.js, s.K8S_STREAM)
@@ -75,12 +86,12 @@ async def _publish(settings: BusSettings, data: BinaryIO, source: str, *, requir
                 )
         checked = check_log(data, source, max_payload=bus.nc.max_payload)
         data.seek(0)
-        return await publish_records(bus.js, data, source, timeout=settings.publish_timeout), checked
+        return await store_log(bus, data, source, checked, command=command), checked
 
 
 def report(pub: Publisher, checked: LogCheck, source: str) -> None:
     parts = [f"published {pub.published} records from {source} to {s.K8S_STREAM}"]
-    if pub.published:
+    if pub.published and pub.first_seq:
         parts.append(f"(seq {pub.first_seq}..{pub.last_seq})")
     text = " ".join(parts)
     extra = []

@@ -396,6 +396,10 @@ async def run_services(
                 engine = Engine(render_pod=renderer.pod, render_podgroup=renderer.podgroup,
                                 max_pods=decider_bus.settings.max_pods_per_job)
             deciders.append(Decider(decider_bus, engine=engine, publish_commands=not observing, partition=k))
+        if 0 in chosen and await partition_count(decider_bus.js) > 1:  # queue decisions of every partition
+            from vcbus.bus.queueing import QueueDecider
+
+            deciders.append(QueueDecider(decider_bus, publish_commands=not observing))
     decider = deciders[0] if deciders else None
     projector = Projector(buses.get("projector", bus)) if "projector" in services else None
     sched = None
@@ -416,7 +420,7 @@ async def run_services(
     else:
         tasks = []
         for d in deciders:
-            tasks.append(asyncio.create_task(d.run(stop=stop), name=f"decider-{d.partition_index or 0}"))
+            tasks.append(asyncio.create_task(d.run(stop=stop), name="queues" if d.partition.name == "queues" else f"decider-{d.partition_index or 0}"))
         if projector is not None:
             tasks.append(asyncio.create_task(projector.run(stop=stop), name="projector"))
         if sched is not None:
@@ -433,7 +437,7 @@ async def run_services(
         st = d.stats
         log.info(
             "decider%s: decided %d records, stored %d outputs (%d duplicates dropped), %d timers fired, %d poison",
-            f" {d.partition.index}" if d.partition.count > 1 else "",
+            f" {d.partition.index}" if d.partition.count > 1 else (" (queues)" if d.partition.name == "queues" else ""),
             st.decided,
             st.outputs,
             st.duplicates,

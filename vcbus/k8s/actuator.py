@@ -51,7 +51,9 @@ from vcbus.k8s.ownership import (
     Refused,
     job_owners,
     managed_patch,
+    managed_test,
     mark_managed,
+    owner_tests,
     require_manifest,
     require_owned,
 )
@@ -386,12 +388,12 @@ class Actuator(SchedulerCommands, EventRecording):
             return "dropped"
         result = hook(job)
         for effect in result.effects:
-            self._effect(ns, effect)
+            self._effect(ns, effect, name)
         return "applied"
 
-    def _effect(self, ns: str, effect: Any) -> None:
+    def _effect(self, ns: str, effect: Any, job_name: str) -> None:
         if isinstance(effect, plugin_hooks.DeleteObject):
-            self._delete_object(effect.api_version, effect.kind, effect.namespace or ns, effect.name)
+            self._delete_object(effect.api_version, effect.kind, effect.namespace or ns, effect.name, job_name)
             return
         manifest = dict(effect.manifest)
         if effect.fill_ssh_keys:
@@ -417,8 +419,19 @@ class Actuator(SchedulerCommands, EventRecording):
             patch = {k: manifest[k] for k in ("data", "stringData") if k in manifest}
             if keep_keys and "data" in patch:
                 patch["data"] = {k: v for k, v in patch["data"].items() if k == "config"}
+            owners = job_owners(manifest)
             if patch and kind == "Secret":
                 self._patch_managed_secret(ns, name, patch)
+            elif patch and kind == "ConfigMap" and owners:  # only the job's own ConfigMap (vcbus.k8s.ownership)
+                try:
+                    self.core.patch_namespaced_config_map(
+                        name, ns, managed_patch(patch, owner_tests(owners[0][0])),
+                        _content_type="application/json-patch+json",
+                    )
+                except ApiException as err:
+                    if _status(err) in (400, 422):  # a test failed: a ConfigMap of that name that is not the job's
+                        raise Refused(f"ConfigMap {ns}/{name} does not belong to vcjob {ns}/{owners[0][0]}: not patched") from None
+                    raise
             elif patch:
                 getattr(self._api_for(kind), f"patch_namespaced_{api}")(name, ns, patch)
 
@@ -433,16 +446,38 @@ class Actuator(SchedulerCommands, EventRecording):
                 raise Refused(f"Secret {ns}/{name} was not created by vcbus (no {MANAGED_BY} annotation): not patched") from None
             raise
 
-    def _delete_object(self, api_version: str, kind: str, ns: str, name: str) -> None:
+    def _delete_object(self, api_version: str, kind: str, ns: str, name: str, job_name: str) -> None:
+        """A plugin object is deleted only if it is the job's (vcbus.k8s.ownership), with a uid precondition.
+
+        ConfigMaps and Secrets are never read: a JSON patch of `test`s only (the first ownerReference
+        names the job; a Secret also carries vcbus's annotation) is the check, and its answer gives
+        the uid. Services and NetworkPolicies are read (`get`)."""
         api = _OBJECT_APIS.get(kind)
         if api is None:
             return
+        calls = self._api_for(kind)
         try:
-            getattr(self._api_for(kind), f"delete_namespaced_{api}")(name, ns)
+            if kind in ("ConfigMap", "Secret"):
+                tests = owner_tests(job_name) + ([managed_test()] if kind == "Secret" else [])
+                obj = getattr(calls, f"patch_namespaced_{api}")(
+                    name, ns, tests, _content_type="application/json-patch+json")
+            else:
+                obj = getattr(calls, f"read_namespaced_{api}")(name, ns)
+                self._deletable(obj, kind, ns, job_name)
+        except ApiException as err:
+            if _status(err) == 404:
+                return
+            if _status(err) in (400, 422):  # a test failed (or deploy/'s Secret policy refused)
+                what = "of vcjob " + f"{ns}/{job_name}" + (" created by vcbus" if kind == "Secret" else "")
+                raise Refused(f"{kind} {ns}/{name} is not an object {what}: not deleted") from None
+            raise
+        body = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=obj.metadata.uid))
+        try:
+            getattr(calls, f"delete_namespaced_{api}")(name, ns, body=body)
         except ApiException as err:
             if kind == "Secret" and _status(err) == 422:  # deploy/'s policy: not a Secret vcbus created
                 raise Refused(f"Secret {ns}/{name} was not created by vcbus: not deleted") from None
-            if _status(err) != 404:
+            if _status(err) not in (404, 409):  # 409: the uid precondition failed: a newer object of that name
                 raise
 
     def _api_for(self, kind: str) -> Any:

@@ -10,6 +10,11 @@ cluster-scoped object goes to namespace `default`, as Kubernetes' event
 recorder puts it. The source component is the command's `component`, else
 `vc-controller-manager`.
 
+Whose objects (vcbus.k8s.ownership): an event is about the key's vcjob, a pod or
+PodGroup whose ownerReference names that vcjob (a leftover's too), a pod of no
+vcjob for the `volcano` scheduler, a PodGroup of no vcjob under its own key (the
+scheduler's), or the Queue of a cluster key; anything else is refused.
+
 Event names are derived from the command's causation, so a redelivered
 RecordEvent is AlreadyExists and creates nothing new: `<object>.<digest>`,
 the digest over the job key, the command's position (`<seq>/<index>`, or its
@@ -29,6 +34,14 @@ from kubernetes.client.rest import ApiException
 
 from statemachines import outputs as o
 from vcbus.bus.subjects import CLUSTER_SCOPE
+from vcbus.k8s.ownership import (
+    SCHEDULER_NAMES,
+    Refused,
+    check_object,
+    require_event_target,
+    require_own_key,
+    require_schedulable,
+)
 
 log = logging.getLogger("vcbus.actuator")
 
@@ -76,35 +89,36 @@ class EventRecording:
     def _involved(self, ns: str, name: str, cmd: o.RecordEvent) -> client.V1ObjectReference | None:
         kind = cmd.kind or "Job"
         cluster = ns == CLUSTER_SCOPE
-        if kind == "Job" and (cmd.api_version or JOB_API_VERSION) == JOB_API_VERSION:
-            if cluster:
-                return None
-            obj: Any = self._job(ns, cmd.name or name)
+        if cluster and kind in ("Job", "Pod", "PodGroup"):
+            return None  # namespaced objects: never under a cluster key
+        expected = {"Job": JOB_API_VERSION, "Pod": "v1", "PodGroup": SCHEDULING_API_VERSION, "Queue": SCHEDULING_API_VERSION}
+        if cmd.api_version and cmd.api_version != expected.get(kind, cmd.api_version):
+            raise Refused(f"an event about a {kind} of {cmd.api_version}: vcbus records events only on its own kinds")
+        require_event_target(kind, cmd.name or name, ns, name, cluster=cluster)
+        read_job = lambda: self._job(ns, name)  # noqa: E731
+        if kind == "Job":
+            obj: Any = self._job(ns, name)
             api_version = JOB_API_VERSION
-        elif kind == "Pod" and (cmd.api_version or "v1") == "v1":
-            if cluster:
-                return None
+        elif kind == "Pod":
             try:
                 pod = self.core.read_namespaced_pod(cmd.name or name, ns)
             except ApiException as err:
                 if _status(err) == 404:
                     return None
                 raise
+            schedulers = getattr(self, "scheduler_names", SCHEDULER_NAMES)
+            check_object(pod, "pod", ns, name, read_job, lambda: require_schedulable(pod, ns, schedulers), gone_ok=True)
             obj = {"metadata": {"name": pod.metadata.name, "namespace": ns, "uid": pod.metadata.uid,
                                 "resourceVersion": pod.metadata.resource_version}}
             api_version = "v1"
-        elif kind in _PLURALS and (cmd.api_version or SCHEDULING_API_VERSION) == SCHEDULING_API_VERSION:
-            if cluster and kind == "PodGroup":
-                return None
+        else:  # a PodGroup or a Queue (require_event_target: no other kind)
             target = cmd.name or name
             obj = self._by_name(SCHEDULING_API_VERSION, kind, None if kind == "Queue" else ns, target)
             api_version = SCHEDULING_API_VERSION
-        else:
-            # Another kind: named as given, without the uid vcbus has no right to read.
-            return client.V1ObjectReference(
-                api_version=cmd.api_version or None, kind=kind, name=cmd.name or name,
-                namespace=None if cluster else ns,
-            )
+            if obj is not None and kind == "PodGroup":
+                pg = obj
+                check_object(pg, "PodGroup", ns, name, read_job, lambda: require_own_key(pg, "PodGroup", ns, name),
+                             gone_ok=True)
         if obj is None:
             return None
         meta = obj["metadata"]

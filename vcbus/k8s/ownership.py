@@ -24,6 +24,19 @@ stream acts only on what vcbus controls:
   annotation `MANAGED_BY` at creation, and patches with a JSON-patch `test` of it,
   so the check and the write are one atomic request that needs no read access
   to Secrets.
+- **Scheduler objects that are no vcjob's.** A PodGroup or pod without a vcjob
+  ownerReference (a plain workload for the `volcano` scheduler) may be named by a
+  scheduler command or event: a pod only if it is for the `volcano` scheduler, a
+  PodGroup only under its own key (`<ns>/<podgroup>`, as the scheduler keys it).
+  One *with* a vcjob ownerReference must be the key's live vcjob's (`check_object`).
+- **Events** (RecordEvent) name the key's vcjob, a pod or PodGroup checked as above
+  (with the delete rule's relaxation: an ownerReference naming the vcjob is enough, so
+  a leftover's events are recorded, as its deletion is allowed), or, under a cluster
+  key `_/<queue>`, that Queue; no other kind (`require_event_target`).
+- **Plugin objects** (ConfigMaps, Secrets, Services, NetworkPolicies) are deleted or
+  patched only if their first ownerReference names the job (a ConfigMap or Secret:
+  JSON-patch `test`s in the request itself, `owner_tests`, since vcbus never reads
+  them; a Service or NetworkPolicy: read first), and then with a uid precondition.
 
 A refusal raises `Refused`; the actuator logs it, counts it (`refused`), and
 acks the command: it is never executed and never retried.
@@ -31,7 +44,7 @@ acks the command: it is never executed and never retried.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 JOB_GROUP = "batch.volcano.sh"
 MANAGED_BY = "bus.volcano.sh/managed-by"
@@ -115,6 +128,62 @@ def require_schedulable(pod: Any, ns: str, scheduler_names: tuple[str, ...] = SC
         )
 
 
+def check_object(obj: Any, kind: str, ns: str, key_name: str, read_job: Callable[[], dict | None],
+                 plain: Callable[[], None], *, gone_ok: bool = False) -> bool:
+    """An object a command or event names: one with a vcjob ownerReference must be the key's live
+    vcjob's (`require_owned`); one without is judged by `plain` (raises `Refused`). False: the object
+    is a leftover of the key's vcjob, which is gone, so the command is moot (the caller drops it).
+    `gone_ok` (events, like deletes): an ownerReference naming the key's vcjob is enough, unread."""
+    owners = job_owners(obj)
+    if not owners:
+        plain()
+        return True
+    if gone_ok and any(owner == key_name for owner, _ in owners):
+        return True
+    job = read_job()
+    if job is None and any(owner == key_name for owner, _ in owners):
+        return False
+    require_owned(obj, kind, ns, key_name, job)
+    return True
+
+
+def require_own_key(obj: Any, kind: str, ns: str, key_name: str) -> None:
+    """A PodGroup of no vcjob is named by the scheduler under its own key, `<ns>/<podgroup>`."""
+    name = _get(obj, "metadata", "name") or "?"
+    if name != key_name:
+        raise Refused(f"{describe(kind, ns, name)} belongs to no vcjob and is not {ns}/{key_name}")
+
+
+EVENT_KINDS = ("Job", "Pod", "PodGroup", "Queue")
+
+
+def require_event_target(kind: str, target: str, key_ns: str, key_name: str, *, cluster: bool) -> None:
+    """What a RecordEvent may be about, before anything is read: the vcjob of its key, a pod or
+    PodGroup of the key's namespace (checked once read), or under a cluster key the key's Queue."""
+    if kind not in EVENT_KINDS:
+        raise Refused(f"an event about a {kind} ({target}): vcbus records events only on {', '.join(EVENT_KINDS)}")
+    if kind == "Job" and target != key_name:
+        raise Refused(f"an event about vcjob {key_ns}/{target} under the key of vcjob {key_ns}/{key_name}")
+    if kind == "Queue" and (not cluster or target != key_name):
+        raise Refused(f"an event about Queue {target} under the key {key_ns}/{key_name} (queues have `_/<queue>`)")
+
+
+def owner_tests(job_name: str) -> list[dict[str, Any]]:
+    """JSON-patch `test`s: the object's first ownerReference is the vcjob `job_name` (vcbus puts
+    it first on everything it creates). With nothing else in the patch, the request is a read
+    that needs only `patch`, and it returns the object (its uid) when the tests hold."""
+    ref = "/metadata/ownerReferences/0/"
+    return [
+        {"op": "test", "path": ref + "apiVersion", "value": f"{JOB_GROUP}/v1alpha1"},
+        {"op": "test", "path": ref + "kind", "value": "Job"},
+        {"op": "test", "path": ref + "name", "value": job_name},
+    ]
+
+
+def managed_test() -> dict[str, Any]:
+    return {"op": "test", "path": "/metadata/annotations/" + _pointer(MANAGED_BY), "value": MANAGED_BY_VALUE}
+
+
 def mark_managed(manifest: dict) -> dict:
     """A copy of `manifest` with the annotation saying vcbus created it."""
     meta = dict(manifest.get("metadata") or {})
@@ -122,12 +191,10 @@ def mark_managed(manifest: dict) -> dict:
     return {**manifest, "metadata": meta}
 
 
-def managed_patch(fields: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+def managed_patch(fields: dict[str, dict[str, Any]], tests: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """A JSON patch that sets the keys of `fields` (`{"data": {...}}`) only if the object carries
-    vcbus's annotation; keys not named are kept, as a merge patch would keep them."""
-    ops: list[dict[str, Any]] = [
-        {"op": "test", "path": "/metadata/annotations/" + _pointer(MANAGED_BY), "value": MANAGED_BY_VALUE}
-    ]
+    vcbus's annotation (or passes `tests` instead); keys not named are kept, as a merge patch would keep them."""
+    ops: list[dict[str, Any]] = list(tests) if tests is not None else [managed_test()]
     for field, values in fields.items():
         for key, value in values.items():
             ops.append({"op": "add", "path": f"/{field}/{_pointer(key)}", "value": value})

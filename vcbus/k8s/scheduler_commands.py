@@ -33,7 +33,11 @@ redelivery:
 
 BindPod, EvictPod and UpdatePodCondition read the pod first and act only on a
 pod for a scheduler vcbus serves (`spec.schedulerName` in `scheduler_names`,
-`volcano`): anything else is refused (vcbus.k8s.ownership).
+`volcano`): anything else is refused (vcbus.k8s.ownership). UpdatePodGroupStatus
+reads the PodGroup first: one owned by a vcjob must be the command key's live
+vcjob's, one of no vcjob must be the key's own PodGroup (`<ns>/<podgroup>`, as
+the scheduler names it); the patch carries the uid it read (a PodGroup replaced
+meanwhile is not written: the API server refuses a uid change).
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from statemachines import outputs as o
-from vcbus.k8s.ownership import SCHEDULER_NAMES, Refused, require_schedulable
+from vcbus.k8s.ownership import SCHEDULER_NAMES, Refused, check_object, require_own_key, require_schedulable
 
 log = logging.getLogger("vcbus.actuator")
 
@@ -90,6 +94,12 @@ class SchedulerCommands:
     core: client.CoreV1Api
     custom: client.CustomObjectsApi
     scheduler_names: tuple[str, ...] = SCHEDULER_NAMES
+
+    def _job(self, ns: str, name: str) -> dict | None:  # provided by Actuator
+        raise NotImplementedError
+
+    def _podgroup(self, ns: str, name: str) -> dict | None:  # provided by Actuator
+        raise NotImplementedError
 
     def _pod(self, ns: str, name: str, uid: str = "") -> Any:
         """The pod, or None if it is gone (or `uid` names an incarnation that is gone)."""
@@ -197,15 +207,29 @@ class SchedulerCommands:
     # ------------------------------------------------------------------ PodGroups and Queues
 
     def _UpdatePodGroupStatus(self, ns: str, name: str, cmd: o.UpdatePodGroupStatus, index: int) -> str:
+        # Whose PodGroup (vcbus.k8s.ownership): a vcjob's must be the key's live vcjob's; one of no
+        # vcjob (a plain workload's) is named under its own key. The patch carries the uid read, so a
+        # PodGroup replaced meanwhile is not written (409).
+        pg = self._podgroup(ns, cmd.name)
+        if pg is None:
+            return "done"
+        if not check_object(pg, "PodGroup", ns, name, lambda: self._job(ns, name),
+                            lambda: require_own_key(pg, "PodGroup", ns, name)):
+            return "dropped"  # a leftover of a vcjob that is gone
         status: dict[str, Any] = {k: None for k in PODGROUP_STATUS_FIELDS}
         status.update(cmd.status)
+        body = {"metadata": {"uid": pg["metadata"]["uid"]}, "status": status}
         try:
             self.custom.patch_namespaced_custom_object(
-                PG_GROUP, PG_VERSION, ns, PG_PLURAL, cmd.name, {"status": status}, _content_type=MERGE_PATCH
+                PG_GROUP, PG_VERSION, ns, PG_PLURAL, cmd.name, body, _content_type=MERGE_PATCH
             )
         except ApiException as err:
             if _status(err) == 404:
                 return "done"
+            if _status(err) == 422:  # the uid is immutable: a PodGroup replaced meanwhile is refused so
+                now = self._podgroup(ns, cmd.name)
+                if now is None or now["metadata"].get("uid") != pg["metadata"]["uid"]:
+                    return "done"  # not the PodGroup that was checked: its status is not ours to write
             raise
         return "applied"
 

@@ -1,0 +1,79 @@
+"""Volcano's queue controller folded on its own: the queue decisions of a log, without the job controller.
+
+Volcano runs its queue controller beside the job controller
+(`pkg/controllers/queue/`): it watches Queues, PodGroups and bus Commands of
+every namespace. `statemachines.engine.Engine` folds it together with the job
+controller (`Engine.queue_controller`); `QueueFold` folds it alone, so that a
+log split into partitions by job (vcbus's bus with N > 1 partitions) can still
+have one queue controller that sees every job's PodGroups.
+
+Same log in, same queue decisions out as the engine's, byte for byte: the
+outputs are stamped with the record's sequence and with the log's time as the
+engine keeps it (`now`: the latest time of the records folded so far, TIMER
+records included; never a record the engine ignores). Given only the records
+the queue controller reads (PodGroups, Queues, Commands, TIMER records: the
+bus's queue role), the decisions are the same and so is their time wherever
+the log's times grow with its order (records stamped by the bridge). Only the
+outputs' place among the record's outputs differs: the engine puts the job
+controller's first.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from statemachines import outputs as o
+from statemachines.model.objects import Command, PodGroup, Queue
+from statemachines.model.record_time import object_time
+from statemachines.model.records import Decoded, Ignored, TimerRecord
+from statemachines.model.timefmt import ZERO_TIME, normalize
+from statemachines.queues.controller import QueueController
+
+
+class QueueFold:
+    """The queue controller over a log of watch records; `apply` as `Engine.apply`."""
+
+    # what a host of the decider reads of an engine (vcbus.bus.rebuilding: a snapshot's configuration)
+    explain = False
+    timer_mode = "recorded"
+    strict_queues = None
+    max_pods = 0
+    _render_pod = None
+    _render_podgroup = None
+
+    def __init__(self) -> None:
+        self.now = ZERO_TIME
+        self.seq = 0
+        self.out: list[o.Output] = []
+        self.queue_controller = QueueController(self)
+
+    def apply(self, seq: int, record: Decoded, *, raw: bytes | None = None) -> list[o.Output]:
+        """Fold one record; return the queue decisions it caused."""
+        self.seq = seq
+        self.out = out = []
+        rcls = record.__class__
+        if rcls is Ignored:
+            return out
+        if rcls is TimerRecord:
+            if record.time:  # type: ignore[union-attr]
+                self._advance(normalize(record.time))  # type: ignore[union-attr]
+            return out
+        obj: Any = record.object  # type: ignore[union-attr]
+        when = record.time or object_time(obj)  # type: ignore[union-attr]
+        if when:
+            self._advance(normalize(when))
+        if isinstance(obj, PodGroup):
+            self.queue_controller.podgroup(record.type, obj)  # type: ignore[union-attr]
+        elif isinstance(obj, Queue):
+            self.queue_controller.queue(record.type, obj)  # type: ignore[union-attr]
+        elif isinstance(obj, Command):
+            self.queue_controller.command(record.type, obj)  # type: ignore[union-attr]
+        return out
+
+    def pending_timers(self) -> list:
+        """The queue controller sets no timers."""
+        return []
+
+    def _advance(self, when: str) -> None:
+        if when > self.now:
+            self.now = when

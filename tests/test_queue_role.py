@@ -1,0 +1,176 @@
+"""The queue controller on its own: `QueueFold` decides what the engine's queue controller decides,
+and with 2 partitions on a real nats-server the queue role stores the queue decisions a 1-partition
+decider stores (docs/operations.md "Partitions")."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import pathlib
+
+import msgspec
+import pytest
+
+from statemachines import outputs as o
+from statemachines.engine import Engine
+from statemachines.model.objects import Command, Job, PodGroup, Queue
+from statemachines.model.records import Observed, decode
+from statemachines.queues.fold import QueueFold
+from tests.builders import record
+from tests.fixtures_nats import FROZEN_EARLY, publish_file, stream_messages, vcbus_cli, wipe
+from tests.test_sm_queues import pg_obj, queue_command, queue_obj
+from vcbus.bus import subjects as s
+from vcbus.bus.connecting import open_bus
+from vcbus.bus.decider import Decider
+from vcbus.bus.ownership import PartitionOwned
+from vcbus.bus.queueing import CONSUMER, QueueDecider
+
+
+def queue_story() -> list[bytes]:
+    """A second queue with PodGroups of several jobs (so of both partitions), closed by a Command while
+    they run, then emptied: counts by phase, Closing, Closed, a reopen, events."""
+    def at(second: int) -> str:
+        return f"2026-11-30T23:00:{second:02d}Z"
+
+    names = [f"story-{i}" for i in range(8)]
+    recs = [record("ADDED", queue_obj("q2", state=None), at(0))]
+    for i, name in enumerate(names):
+        recs.append(record("ADDED", pg_obj(name, "q2", phase="Pending", namespace=f"ns-{i % 3}"), at(1 + i)))
+    for i, name in enumerate(names[:5]):
+        recs.append(record("MODIFIED", pg_obj(name, "q2", phase="Running", namespace=f"ns-{i % 3}"), at(10 + i)))
+    recs.append(record("ADDED", queue_command("q2", "CloseQueue"), at(20)))
+    for i, name in enumerate(names):
+        recs.append(record("DELETED", pg_obj(name, "q2", phase="Running", namespace=f"ns-{i % 3}"), at(21 + i)))
+    recs.append(record("ADDED", queue_command("q2", "OpenQueue", name="q2-open-2"), at(40)))
+    return recs
+
+
+def the_log(many_jobs_log: pathlib.Path) -> list[bytes]:
+    lines = [line.strip() for line in open(many_jobs_log, "rb") if line.strip()]
+    return lines + queue_story()
+
+
+def as_observed(lines: list[bytes]) -> list[bytes]:
+    """The records as the bridge stores them: each with the time it was observed, in log order."""
+    out = []
+    for n, line in enumerate(lines):
+        rec = msgspec.json.decode(line)
+        rec["time"] = f"2026-12-01T{n // 3600:02d}:{n // 60 % 60:02d}:{n % 60:02d}Z"
+        out.append(msgspec.json.encode(rec))
+    return out
+
+
+def queue_kinds(data: bytes) -> bool:
+    return isinstance(decoded := decode(data), Observed) and isinstance(decoded.object, (PodGroup, Queue, Command))
+
+
+@pytest.mark.parametrize("observed", [False, True], ids=["object-times", "bridge-times"])
+def test_the_queue_fold_decides_what_the_engines_queue_controller_decides(many_jobs_log, observed):
+    """Given every record, exactly the engine's; given only the records the queue role reads, the same
+    decisions, and the same bytes when the times grow with the log (bridge records)."""
+    lines = the_log(many_jobs_log)
+    if observed:
+        lines = as_observed(lines)
+    engine, fold, role = Engine(), QueueFold(), QueueFold()
+    compared = 0
+    for seq, data in enumerate(lines, 1):
+        decoded = decode(data)
+        raw = data if isinstance(decoded, Observed) and isinstance(decoded.object, Job) else None
+        want = [out for out in engine.apply(seq, decoded, raw=raw) if out.job.startswith("_/")]
+        assert [o.encoder.encode(x) for x in fold.apply(seq, decode(data))] == [o.encoder.encode(x) for x in want], seq
+        if queue_kinds(data):
+            have = role.apply(seq, decode(data))
+            if observed:
+                assert [o.encoder.encode(x) for x in have] == [o.encoder.encode(x) for x in want], seq
+            else:
+                assert [msgspec.structs.replace(x, time="") for x in have] == [
+                    msgspec.structs.replace(x, time="") for x in want], seq
+        else:
+            assert not want
+        compared += len(want)
+    assert compared > 50
+
+
+def queue_outputs(messages: list) -> list[tuple[str, bytes]]:  # noqa: ANN001
+    return [(subject, body) for _, subject, _, body in messages if s.job_of_subject(subject).startswith("_/")]
+
+
+@pytest.mark.nats
+async def test_two_partitions_and_the_queue_role_store_the_queue_decisions_of_one_partition(
+    bus_settings, many_jobs_log, tmp_path
+):
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(b"\n".join(as_observed(the_log(many_jobs_log))) + b"\n")  # as the bridge stores them
+
+    # one partition: the decider stores the queue decisions itself
+    await publish_file(bus_settings, path)
+    async with open_bus(bus_settings) as bus:
+        await Decider(bus, clock=lambda: FROZEN_EARLY).run(until_idle=True)
+    one = {st: await stream_messages(bus_settings, st) for st in (s.JOBS_STREAM, s.CMDS_STREAM)}
+
+    # two partitions: the deciders store none; the queue role stores them all
+    await wipe(bus_settings.nats_url)
+    settings = dataclasses.replace(bus_settings, partitions=2)
+    await publish_file(settings, path)
+    k8s = await stream_messages(settings, s.K8S_STREAM)
+    pgs = {subj.split(".")[-1] for _, subj, _, _ in k8s if ".podgroup." in subj and "story-" in subj}
+    assert pgs == {"0", "1"}  # the story's PodGroups are in both partitions
+    async with open_bus(settings) as bus:
+        deciders = [Decider(bus, clock=lambda: FROZEN_EARLY, partition=k) for k in (0, 1)]
+        await asyncio.gather(*(d.run(until_idle=True) for d in deciders))
+        mid = {st: await stream_messages(settings, st) for st in (s.JOBS_STREAM, s.CMDS_STREAM)}
+        assert all(not queue_outputs(m) for m in mid.values())
+        role = QueueDecider(bus, clock=lambda: FROZEN_EARLY)
+        await role.run(until_idle=True)
+        assert role.stats.decided == sum(1 for _, _, _, body in k8s if queue_kinds(body)) > 100
+        assert role.partition.consumer == CONSUMER
+    two = {st: await stream_messages(settings, st) for st in (s.JOBS_STREAM, s.CMDS_STREAM)}
+
+    for stream in (s.JOBS_STREAM, s.CMDS_STREAM):
+        want = queue_outputs(one[stream])
+        assert queue_outputs(two[stream]) == want, stream
+    cmds = [o.command_decoder.decode(b) for _, b in queue_outputs(one[s.CMDS_STREAM])]
+    states = [c.state for c in cmds if isinstance(c, o.UpdateQueueStatus) and c.queue == "q2"]
+    assert "Closing" in states and "Closed" in states and states[-1] == "Open"
+    counts = {(c.counts or {}).get("running") for c in cmds if isinstance(c, o.UpdateQueueStatus) and c.queue == "q2"}
+    assert 5 in counts  # the counts cover both partitions' PodGroups
+    ids = [h["Nats-Msg-Id"] for _, subj, h, _ in two[s.CMDS_STREAM] if s.job_of_subject(subj).startswith("_/")]
+    assert ids and all(":q" in i for i in ids)
+
+
+@pytest.mark.nats
+async def test_a_second_queue_role_is_refused(bus_settings, seed_log):
+    settings = dataclasses.replace(bus_settings, partitions=2)
+    await publish_file(settings, seed_log)
+    stop = asyncio.Event()
+    async with open_bus(settings) as bus:
+        owner = QueueDecider(bus, clock=lambda: FROZEN_EARLY)
+        running = asyncio.create_task(owner.run(stop=stop))
+        try:
+            await asyncio.wait_for(owner.ready.wait(), 30)
+            async with open_bus(settings) as other:
+                with pytest.raises(PartitionOwned, match="owned by a running decider"):
+                    await QueueDecider(other, clock=lambda: FROZEN_EARLY).run(until_idle=True)
+        finally:
+            stop.set()
+            await running
+
+
+@pytest.mark.nats
+async def test_vcbus_up_runs_the_queue_role_with_partition_0s_decider(bus_settings, many_jobs_log, tmp_path):
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(b"\n".join(as_observed(the_log(many_jobs_log))) + b"\n")
+    settings = dataclasses.replace(bus_settings, partitions=2)
+    await publish_file(settings, path)
+    url = settings.nats_url
+    only_1 = await asyncio.to_thread(vcbus_cli, "up", "--nats", url, "--service", "decider", "--partition", "1", "--once")
+    assert only_1.returncode == 0, only_1.stderr
+    cmds = await stream_messages(settings, s.CMDS_STREAM)
+    assert cmds and not queue_outputs(cmds)  # partition 1's process runs no queue role
+    res = await asyncio.to_thread(vcbus_cli, "up", "--nats", url, "--service", "decider", "--partition", "0", "--once")
+    assert res.returncode == 0, res.stderr
+    assert b"decider (queues): decided" in res.stderr, res.stderr
+    cmds = await stream_messages(settings, s.CMDS_STREAM)
+    states = [o.command_decoder.decode(b).state for _, b in queue_outputs(cmds)
+              if b'"cmd.queue.status.v1"' in b and b'"q2"' in b]
+    assert "Closed" in states and states[-1] == "Open"

@@ -1,0 +1,131 @@
+"""The queue role: Volcano's queue controller over every partition, when VCBUS_K8S has N > 1.
+
+A queue's decisions (job key `_/<queue>`: `UpdateQueueStatus` with its state
+and the PodGroup counts by phase, `QueueStateChanged`, `DeleteBusCommand` of a
+queue Command, the Queue's events) depend on the PodGroups of every job in the
+queue, and with N > 1 partitions each decider sees only its own jobs' PodGroups.
+Volcano runs its queue controller on its own (`pkg/controllers/queue/`), and so
+does vcbus with partitions:
+
+- every partition's decider drops the queue-scoped outputs of its engine;
+- the **queue role** (`QueueDecider`) folds the records of every partition
+  the queue controller reads, PodGroups, Queues and Commands, and TIMER
+  records for the log's time (one consumer, `vcbus-queues`, filtering
+  `vcbus.k8s.<kind>.>` of those four kinds: about 5% of the records of a
+  busy log, so it costs a tenth of a partition's decider, where a fold of
+  every record cost as much as one), through
+  `statemachines.queues.fold.QueueFold`, and publishes those outputs.
+
+Its clock, as each partition's decider's, is the latest time of the records
+it folds. Records from the bridge carry the time they were observed, in
+stream order, so every role's clock is the one decider's and the outputs are
+a one-partition decider's, byte for byte; a log imported with object times
+only (`kubectl get -w` output), whose times go back and forth, may give
+outputs with another `time` (never other decisions).
+
+It is a decider in everything else (`vcbus.bus.decider.Decider`): rebuild from
+its ack floor or a snapshot (`vcbus-queues.<seq>`), pipelined atomic batches,
+records acked once their outputs are stored, one owner enforced by a pinned
+consumer (a second queue role is refused). Only the outputs' ids differ from
+a one-partition decider's: `<seq>:q<index>`
+(the index among the queue controller's outputs of the record), since the
+record's partition decider stores the job controller's outputs under
+`<seq>:<index>` and one id must never name two messages.
+
+With one partition the decider publishes the queue decisions itself, as it
+always did, and no queue role runs. `vcbus up` runs the queue role in the
+process that runs partition 0's decider.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from statemachines.queues.fold import QueueFold
+from vcbus.bus import bigrecords
+from vcbus.bus import partitions as parts
+from vcbus.bus import subjects as s
+from vcbus.bus.cloudevents import MSG_ID
+from vcbus.bus.connecting import Bus
+from vcbus.bus.decider import Decider
+from vcbus.bus.publisher import Prepared
+
+CONSUMER = "vcbus-queues"
+KINDS = ("podgroup", "queue", "command", s.TIMER_KIND)  # what the queue controller reads; TIMER: the log's time
+
+
+@dataclass(frozen=True)
+class QueueRole(parts.Partition):
+    """The records of the kinds the queue controller reads, of every partition."""
+
+    @property
+    def consumer(self) -> str:
+        return CONSUMER
+
+    @property
+    def name(self) -> str:
+        return "queues"
+
+    @property
+    def filters(self) -> list[str]:
+        return [f"{s.K8S_PREFIX}.{kind}.>" for kind in KINDS]
+
+    @property
+    def consumer_filters(self) -> list[str]:
+        return self.filters
+
+    @property
+    def whole(self) -> bool:
+        return False
+
+    @property
+    def merged(self) -> bool:
+        return False
+
+    @property
+    def queue_outputs(self) -> bool:
+        return True
+
+    def mine(self, subject: str) -> bool:
+        return subject.split(".", 3)[2] in KINDS
+
+    def shared(self, subject: str) -> bool:
+        return False
+
+
+class QueueDecider(Decider):
+    """The queue role's decider: `QueueFold` over the records of `QueueRole`, queue-scoped outputs only."""
+
+    def __init__(self, bus: Bus, **options) -> None:  # noqa: ANN003 - Decider's options
+        options.pop("engine", None)
+        options.pop("partition", None)
+        super().__init__(bus, engine=QueueFold(), **options)
+        self.partition = QueueRole()
+
+    def _layout(self, count: int) -> parts.Partition:
+        return QueueRole()
+
+    def _fresh_engine(self) -> QueueFold:  # type: ignore[override]
+        return QueueFold()
+
+    def _messages(self, seq: int, outs: list, *, prepare: bool) -> tuple:  # type: ignore[override]
+        result = super()._messages(seq, outs, prepare=prepare)
+        if not prepare:
+            return result
+        if isinstance(result, bigrecords.Split):  # more than one batch: never for a queue, but correct
+            result = result.lists()
+        commands, events = result
+        return [_queue_id(m) for m in commands], [_queue_id(m) for m in events]
+
+
+def _queue_id(msg: Prepared) -> Prepared:
+    """`<seq>:<index>` -> `<seq>:q<index>` (the message id and the CloudEvents id)."""
+    headers = dict(msg.headers)
+    seq, _, index = headers[MSG_ID].partition(":")
+    headers[MSG_ID] = headers["ce-id"] = f"{seq}:q{index}"
+    return msg._replace(headers=headers)
+
+
+async def queue_role_needed(bus: Bus) -> bool:
+    """Whether VCBUS_K8S has more than one partition (then the queue role must run)."""
+    return await parts.partitions(bus.js) > 1

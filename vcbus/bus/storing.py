@@ -1,0 +1,167 @@
+"""How the decider stores outputs: pipelined flights, direct writes, and TIMER records.
+
+**Pipelined.** The records decided since the last send go out as one flight
+(`vcbus.bus.flights`): a batch's commands, then its events, as one atomic
+batch per stream (`vcbus.bus.batching`: one durable write each). While the
+server stores them the decider already decides the next batch, and whatever
+else arrives meanwhile (up to `GATHER` batches, `vcbus.bus.decider`), which
+is sent once they are stored (`depth`: a failed batch must never be overtaken
+by the next one, or the streams would lose their order): the slower the
+writes, the fuller each one. The records of a flight
+are acked, in order, only after JetStream has acknowledged all its outputs
+(and those of every flight before it).
+
+**Direct.** Poison events and TIMER records are published and every ack
+waited for, with retries (`_store`); a record with more outputs than one
+batch is stored batch by batch (`vcbus.bus.bigrecords`).
+
+**Time.** The engine fires delayed actions (policies with `timeout`) when the
+log's time passes their due time, exactly as `vcbus replay` does, so the bus
+and a replay of the same log agree. When the log goes quiet past a due time,
+the decider appends a `TIMER` record to VCBUS_K8S (msg id `timer:<id>`, time =
+the due time) and fires the action when it reads that record back: the firing
+is itself in the log, and replaying the stream gives the same decisions.
+
+A mixin of `vcbus.bus.decider.Decider` (the attributes it uses are set there).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import nats.errors
+from nats.js import api
+
+from vcbus.bus import bigrecords
+from vcbus.bus import partitions as parts
+from vcbus.bus.errors import BusError
+from vcbus.bus.flights import Flight
+from vcbus.bus.publisher import Prepared, timer_message
+
+log = logging.getLogger("vcbus.decider")
+
+PUBLISH_ATTEMPTS = 5
+
+
+class Storing:
+    """The decider's writes: flights of outputs, direct stores, TIMER records."""
+
+    # ------------------------------------------------------------------ the pipeline
+
+    async def _send(self) -> None:
+        """Send the outputs of the records decided since the last send, as one flight.
+
+        Records up to `_careful_until` (delivered to a run that died before acking them) may have
+        outputs stored already: an atomic batch holding one of them would be refused whole (and
+        stored message by message only after the flights sent behind it), so such a flight goes
+        message by message."""
+        if not self._records and not self._commands and not self._events:
+            self._sent_upto = self.applied
+            return
+        while len(self._flights) >= self.depth + 1:  # bound the queue (see `depth`)
+            await self._complete(block=True)
+        before = self._flights[-1] if self._flights else None
+        careful = self._sent_upto < self._careful_until
+        self._sent_upto = self.applied
+        records, commands, events = self._records, self._commands, self._events
+        self._records, self._commands, self._events = [], [], []
+        # queued before anything is sent: if sending fails half-way, the next session stores it all again
+        flight = Flight(records, commands + events, [], self.applied)
+        self._flights.append(flight)
+        assert self._writer is not None
+        timeout = self.bus.settings.publish_timeout
+        # Per stream, a batch goes out once the batch before it in that stream is stored: a failed one
+        # is never overtaken (the streams keep their order), and commands need not wait for events.
+        if commands:
+            if before is not None:
+                await before.stored(before.commands, timeout)
+            flight.commands = await self._writer.send(commands, atomic=not careful)
+            flight.sent += flight.commands
+        if events:
+            if commands:
+                await asyncio.sleep(0)  # let the client's flusher put the commands on the wire now
+            if before is not None:
+                await before.stored(before.events, timeout)
+            flight.events = await self._writer.send(events, atomic=not careful)
+            flight.sent += flight.events
+        if self._puller is not None:
+            flight.when_done(self._puller.poke)
+
+    async def _complete(self, *, block: bool) -> None:
+        """Ack the leading flights whose outputs are stored; with `block`, wait for the oldest first."""
+        while self._flights and (block or self._flights[0].done()):
+            res = await self._flights[0].complete(self.bus.settings.publish_timeout)
+            self._flights.pop(0)
+            self._count(res)
+            block = False
+
+    def _count(self, res) -> None:  # noqa: ANN001
+        self.stats.outputs += res.stored
+        self.stats.duplicates += res.duplicates
+
+    async def _drain(self) -> None:
+        await self._send()
+        while self._flights:
+            await self._complete(block=True)
+
+    async def _store_big(self, seq: int, split: bigrecords.Split) -> None:
+        """A record with more outputs than one batch (a 10,000-pod job): what was decided before it is
+        stored and acked first, then its outputs in batches of at most `bigrecords.OUTPUT_BATCH`, each
+        built (pods rendered) only once the one before is stored. Its record is acked with the next flight.
+        Queued as a flight meanwhile: if the session fails part-way, the next one restores it."""
+        await self._drain()
+        flight = Flight([], split, [], seq)
+        self._flights.append(flight)
+        careful = seq <= self._careful_until  # outputs may be stored already: message by message
+        assert self._writer is not None
+        res = await bigrecords.store(self._writer, split, atomic=not careful, timeout=self.bus.settings.publish_timeout)
+        self._flights.remove(flight)
+        self._count(res)
+
+    # ------------------------------------------------------------------ direct writes
+
+    async def _store(
+        self, first: list[Prepared], then: list[Prepared] | None = None, *, what: str
+    ) -> list[api.PubAck]:
+        """Publish `first`, then `then`, in order; wait for every ack; on failure retry the lot."""
+        then = then or []
+        timeout = self.bus.settings.publish_timeout
+        publish = self.js.publish_async
+        for attempt in range(1, PUBLISH_ATTEMPTS + 1):
+            try:
+                futs = [await publish(m.subject, m.body, headers=dict(m.headers)) for m in first]
+                if first and then:
+                    await asyncio.sleep(0)  # let the client's flusher put `first` on the wire now
+                futs += [await publish(m.subject, m.body, headers=dict(m.headers)) for m in then]
+                acks = await asyncio.wait_for(asyncio.gather(*futs), timeout)
+            except (asyncio.TimeoutError, nats.errors.Error) as err:
+                if attempt == PUBLISH_ATTEMPTS:
+                    raise BusError(f"decider: cannot store the {what}: {err or type(err).__name__}") from err
+                log.warning("decider: storing the %s failed (%s); retrying", what, err or type(err).__name__)
+                await asyncio.sleep(0.2 * attempt)
+                continue
+            return list(acks)
+        raise AssertionError("unreachable")
+
+    # ------------------------------------------------------------------ timers
+
+    async def _fire_due_timers(self) -> int:
+        """Append a TIMER record for each pending timer due by the clock (the log is quiet)."""
+        pending = self.engine.pending_timers()
+        if not pending:
+            self._timers_sent.clear()
+            return 0
+        now = self.clock()
+        due = [t for t in pending if t.due <= now and t.id not in self._timers_sent]
+        if not due:
+            return 0
+        count = self.partition.count
+        timers = [timer_message(t) for t in due]
+        timers = [m._replace(subject=parts.route(m.subject, m.headers.get("Vcbus-Job"), count)) for m in timers]
+        await self._store(timers, what=f"{len(due)} TIMER record(s)")
+        self._timers_sent.intersection_update(t.id for t in pending)
+        self._timers_sent.update(t.id for t in due)
+        self.stats.timers += len(due)
+        log.info("decider: fired %d timer(s) due by %s", len(due), now)
+        return len(due)
