@@ -1,4 +1,4 @@
-"""The bus against its floors, in one run against one nats-server (JetStream, fsync always).
+"""The bus against its floors, in one run: on one nats-server, then on a three-server cluster.
 
     .venv/bin/python benchmarks/bus.py            # 100 jobs (~13k records, ~50 MB), 3 rounds
     .venv/bin/python benchmarks/bus.py --quick    # 30 jobs (~4k records), under a minute
@@ -38,6 +38,15 @@ Figures, each against a floor measured in the same run on the same server:
   raw RTT on a 2-core machine, above the 3x target.
 - rebuild: `vcbus projections rebuild` (read VCBUS_JOBS, fold, write the KV
   views) events/s vs a raw nats-py ordered consumer reading the same stream.
+- snapshot_restart_s: start-up from a snapshot (benchmarks/snapshots.py).
+
+Then all of it again on a JetStream cluster of three nats-server processes
+(`vcbus.bus.cluster`, every stream and the raw floor's at replicas 3, fsync
+always), under `cluster` in the JSON with the same keys. `--quick` skips it to stay
+under a minute (`--quick --servers-cluster 3` adds it, on a third of the log,
+one round, half the latency samples: about two minutes); `--servers-cluster 0`
+skips it in a full run. Every server runs on the same two cores here, so the
+cluster's figures show replication's cost, not a bigger machine's gain.
 """
 
 from __future__ import annotations
@@ -52,6 +61,7 @@ import statistics
 import sys
 import tempfile
 import time
+from typing import Any
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -114,7 +124,7 @@ def pct(values: list[float], p: float) -> float:
 
 async def raw_stream(bus: Bus) -> None:
     """A fresh stream configured as VCBUS_K8S (file, S2, same duplicate window) on bench.raw.>."""
-    cfg = stream_config(s.K8S_STREAM, bus.settings, partitions=1)
+    cfg = stream_config(s.K8S_STREAM, bus.settings, partitions=1, replicas=bus.settings.replicas or 1)
     cfg.name, cfg.subjects, cfg.description = "BENCH_RAW", ["bench.raw.>"], "benchmark floor"
     try:
         await bus.js.delete_stream("BENCH_RAW")
@@ -308,75 +318,117 @@ async def raw_ordered_read(bus: Bus, stream: str) -> tuple[int, float]:
 
 
 async def run(args: argparse.Namespace) -> dict:
+    """Everything on one server, then the same on a three-server JetStream cluster (replicas 3)."""
     jobs = args.jobs or (30 if args.quick else 100)
     rounds = args.rounds or (2 if args.quick else 3)
+    samples = args.samples or (100 if args.quick else 300)
+    figures = summarize(await measure_on(1, args.sync, jobs, rounds, samples))
+    from benchmarks.snapshots import snapshot_restart_s  # its own server(s); details: benchmarks/snapshots.py
+
+    figures["snapshot_restart_s"] = await snapshot_restart_s(quick=args.quick, sync=args.sync)
+    servers = args.servers_cluster if args.servers_cluster is not None else (0 if args.quick else 3)
+    if servers:
+        small = max(1, jobs // 3) if args.quick else jobs  # with --quick: a third of the log, one round
+        cluster = summarize(await measure_on(servers, args.sync, small, 1 if args.quick else rounds,
+                                             samples // 2 if args.quick else samples))
+        cluster["snapshot_restart_s"] = await snapshot_restart_s(quick=args.quick, sync=args.sync,
+                                                                 servers=servers)
+        figures["cluster"] = cluster
+    figures["targets"] = {
+        "publish_ratio": 0.7, "latency_p99_vs_raw_rtt": 3.0, "decider_vs_raw": 0.8, "decider_records_per_s": 5000,
+        "partitions_speedup": 1.0, "p99_vs_two_js_hops": 2.0,
+    }
+    return figures
+
+
+async def measure_on(servers: int, sync: str, jobs: int, rounds: int, samples: int) -> dict:
+    """`measure` on `servers` fresh nats-server processes (one, or a JetStream cluster of them)."""
     path = log_file(jobs)
     lines = [line.strip() for line in open(path, "rb") if line.strip()]
     prepared = [prepare(line, decode(line)) for line in lines]
     msgs = [(p.body, p.headers["Nats-Msg-Id"]) for p in prepared if p is not None]
     size = sum(len(b) for b, _ in msgs)
-
     data_dir = pathlib.Path(tempfile.mkdtemp(prefix="vcbus-bench-"))
-    server = EmbeddedServer(data_dir=data_dir, sync_interval=args.sync)
+    if servers == 1:
+        server: Any = EmbeddedServer(data_dir=data_dir, sync_interval=sync)
+    else:
+        from vcbus.bus.cluster import EmbeddedCluster
+
+        server = EmbeddedCluster(data_dir=data_dir, size=servers, sync_interval=sync)
     url = server.start()
-    figures: dict = {"jobs": jobs, "records": len(msgs), "mb": round(size / 2**20, 1), "sync_interval": args.sync}
+    figures: dict = {"servers": servers, "jobs": jobs, "records": len(msgs), "mb": round(size / 2**20, 1),
+                     "sync_interval": sync}
+    settings = bench_settings(url)
+    if servers > 1:  # every stream at replicas 3, the raw floor's too: the same durability
+        settings = dataclasses.replace(settings, replicas=min(3, servers))
     try:
-        settings = bench_settings(url)
-        async with open_bus(settings) as bus:
-            raw_t, pub_t, full_t, batch_t = [], [], [], []
-            for _ in range(rounds):
-                raw_t.append(await raw_publish(bus, msgs))
-                batch_t.append(await raw_batch_publish(bus, msgs))
-                pub_t.append(await vcbus_publish(bus, path, check=False))
-                full_t.append(await vcbus_publish(bus, path, check=True))
-            raw_rate = len(msgs) / statistics.median(raw_t)
-            pub_rate = len(msgs) / statistics.median(pub_t)
-            full_rate = len(msgs) / statistics.median(full_t)
-            figures["publish"] = {
-                "raw_records_per_s": round(raw_rate),
-                "vcbus_records_per_s": round(pub_rate),
-                "vcbus_with_check_records_per_s": round(full_rate),
-                "ratio": round(pub_rate / raw_rate, 3),
-                "ratio_with_check": round(full_rate / raw_rate, 3),
-                "rounds": rounds,
-                "raw_batch_records_per_s": round(len(msgs) / statistics.median(batch_t)),
-            }
-
-            # decide: VCBUS_K8S holds the log from the last publish round
-            figures["decide"] = await decide(bus, atomic=True)
-            await wipe(bus)  # the same log again, outputs published message by message
-            with open(path, "rb") as fh:
-                await publish_records(bus.js, fh, str(path))
-            figures["decide_per_message"] = await decide(bus, atomic=False)
-
-            # rebuild vs a raw ordered consumer over VCBUS_JOBS (the per-message run's outputs)
-            n, raw_s = await raw_ordered_read(bus, s.JOBS_STREAM)
-            t0 = time.perf_counter()
-            views = await rebuild(bus)
-            rb_s = time.perf_counter() - t0
-            figures["rebuild"] = {
-                "events": n,
-                "raw_ordered_events_per_s": round(n / raw_s),
-                "rebuild_events_per_s": round(views.position / rb_s),
-                "ratio": round((views.position / rb_s) / (n / raw_s), 3),
-                "jobs": len(views.jobs()),
-            }
-
-            figures["latency"] = await latency(bus, args.samples or (100 if args.quick else 300))
-            lat = figures["latency"]
-            lat["p99_vs_raw_rtt"] = round(lat["event_to_command_p99_ms"] / lat["raw_rtt_p99_ms"], 1)
-            # the physical floor of a two-hop path through JetStream, in units of the raw RTT
-            lat["two_js_hops_p99_vs_raw_rtt"] = round(2 * lat["raw_js_hop_p99_ms"] / lat["raw_rtt_p99_ms"], 1)
-            lat["p99_vs_two_js_hops"] = round(lat["event_to_command_p99_ms"] / (2 * lat["raw_js_hop_p99_ms"]), 2)
-
-            runs: dict[int, list[dict]] = {1: [], 2: []}
-            big = log_file(jobs * 3)  # long enough that start-up costs do not dominate
-            for _ in range(rounds):  # alternate, keep each layout's best (the machine is shared)
-                for n in (1, 2):
-                    runs[n].append(await partitioned(bus, big, n))
-            figures["partitions"] = {n: min(r, key=lambda x: x["seconds"]) for n, r in runs.items()}
+        figures.update(await measure(settings, path, msgs, jobs, rounds, samples))
     finally:
         server.stop()
+    return figures
+
+
+async def measure(settings: BusSettings, path: pathlib.Path, msgs: list[tuple[bytes, str]], jobs: int,
+                  rounds: int, samples: int) -> dict:
+    figures: dict = {}
+    async with open_bus(settings) as bus:
+        raw_t, pub_t, full_t, batch_t = [], [], [], []
+        for _ in range(rounds):
+            raw_t.append(await raw_publish(bus, msgs))
+            batch_t.append(await raw_batch_publish(bus, msgs))
+            pub_t.append(await vcbus_publish(bus, path, check=False))
+            full_t.append(await vcbus_publish(bus, path, check=True))
+        raw_rate = len(msgs) / statistics.median(raw_t)
+        pub_rate = len(msgs) / statistics.median(pub_t)
+        full_rate = len(msgs) / statistics.median(full_t)
+        figures["publish"] = {
+            "raw_records_per_s": round(raw_rate),
+            "vcbus_records_per_s": round(pub_rate),
+            "vcbus_with_check_records_per_s": round(full_rate),
+            "ratio": round(pub_rate / raw_rate, 3),
+            "ratio_with_check": round(full_rate / raw_rate, 3),
+            "rounds": rounds,
+            "raw_batch_records_per_s": round(len(msgs) / statistics.median(batch_t)),
+        }
+
+        # decide: VCBUS_K8S holds the log from the last publish round
+        figures["decide"] = await decide(bus, atomic=True)
+        await wipe(bus)  # the same log again, outputs published message by message
+        with open(path, "rb") as fh:
+            await publish_records(bus.js, fh, str(path))
+        figures["decide_per_message"] = await decide(bus, atomic=False)
+
+        # rebuild vs a raw ordered consumer over VCBUS_JOBS (the per-message run's outputs)
+        n, raw_s = await raw_ordered_read(bus, s.JOBS_STREAM)
+        t0 = time.perf_counter()
+        views = await rebuild(bus)
+        rb_s = time.perf_counter() - t0
+        figures["rebuild"] = {
+            "events": n,
+            "raw_ordered_events_per_s": round(n / raw_s),
+            "rebuild_events_per_s": round(views.position / rb_s),
+            "ratio": round((views.position / rb_s) / (n / raw_s), 3),
+            "jobs": len(views.jobs()),
+        }
+
+        figures["latency"] = await latency(bus, samples)
+        lat = figures["latency"]
+        lat["p99_vs_raw_rtt"] = round(lat["event_to_command_p99_ms"] / lat["raw_rtt_p99_ms"], 1)
+        # the physical floor of a two-hop path through JetStream, in units of the raw RTT
+        lat["two_js_hops_p99_vs_raw_rtt"] = round(2 * lat["raw_js_hop_p99_ms"] / lat["raw_rtt_p99_ms"], 1)
+        lat["p99_vs_two_js_hops"] = round(lat["event_to_command_p99_ms"] / (2 * lat["raw_js_hop_p99_ms"]), 2)
+
+        runs: dict[int, list[dict]] = {1: [], 2: []}
+        big = log_file(jobs * 3)  # long enough that start-up costs do not dominate
+        for _ in range(rounds):  # alternate, keep each layout's best (the machine is shared)
+            for n in (1, 2):
+                runs[n].append(await partitioned(bus, big, n))
+        figures["partitions"] = {n: min(r, key=lambda x: x["seconds"]) for n, r in runs.items()}
+    return figures
+
+
+def summarize(figures: dict) -> dict:
+    """The headline keys at the top level of one layout's figures."""
     figures["ratio"] = figures["publish"]["ratio"]
     d, parts = figures["decide"], figures["partitions"]
     figures["raw_publish_msgs_per_s"] = figures["publish"]["raw_records_per_s"]
@@ -389,13 +441,6 @@ async def run(args: argparse.Namespace) -> dict:
     figures["partitions_speedup"] = round(parts[1]["seconds"] / parts[2]["seconds"], 2)
     figures["partitions_speedup_deciders"] = round(parts[1]["seconds"] / parts[2]["deciders_seconds"], 2)
     figures["p99_vs_two_js_hops"] = figures["latency"]["p99_vs_two_js_hops"]
-    from benchmarks.snapshots import snapshot_restart_s  # its own server; details: benchmarks/snapshots.py
-
-    figures["snapshot_restart_s"] = await snapshot_restart_s(quick=args.quick, sync=args.sync)
-    figures["targets"] = {
-        "publish_ratio": 0.7, "latency_p99_vs_raw_rtt": 3.0, "decider_vs_raw": 0.8, "decider_records_per_s": 5000,
-        "partitions_speedup": 1.0, "p99_vs_two_js_hops": 2.0,
-    }
     return figures
 
 
@@ -498,6 +543,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, help="publish rounds (medians are compared)")
     ap.add_argument("--samples", type=int, help="latency samples")
     ap.add_argument("--sync", default="always", help="server sync_interval: always (vcbus' default) or e.g. 2m")
+    ap.add_argument("--servers-cluster", type=int, metavar="N",
+                    help="also measure on a JetStream cluster of N servers, replicas 3 (default: 3, and 0 with "
+                         "--quick, which stays under a minute; 0: one server only)")
     ap.add_argument("--decide-worker", metavar="URL", help=argparse.SUPPRESS)
     ap.add_argument("--partition", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -536,6 +584,19 @@ def main() -> None:
           f"{lat['two_js_hops_p99_vs_raw_rtt']}x the raw RTT; event -> command = {lat['p99_vs_two_js_hops']}x two hops")
     print(f"rebuild  raw ordered consumer         {r['raw_ordered_events_per_s']:>9,} events/s (floor)")
     print(f"         vcbus projections rebuild    {r['rebuild_events_per_s']:>9,} events/s   ratio {r['ratio']:.3f}")
+    print(f"restart  from a snapshot              {figures['snapshot_restart_s']} s (target < 1 s)")
+    c = figures.get("cluster")
+    if c:
+        cl, cp = c["latency"], c["partitions"]
+        print(f"cluster  {c['servers']} servers, replicas 3, {c['jobs']} jobs ({c['records']} records):")
+        print(f"         raw publish per message / batches {c['raw_publish_msgs_per_s']:,} / "
+              f"{c['raw_batch_publish_msgs_per_s']:,} msgs/s; vcbus publish ratio {c['ratio']}")
+        print(f"         decider {c['decider_records_per_s']:,} records/s ({c['decider_outputs_per_s']:,} outputs/s), "
+              f"vs raw publishing {c['decider_vs_raw']}; 1 / 2 partitions {cp[1]['records_per_s']:,} / "
+              f"{cp[2]['records_per_s']:,} records/s, speedup {c['partitions_speedup']}")
+        print(f"         event -> command p50 {cl['event_to_command_p50_ms']:.2f} ms, p99 "
+              f"{cl['event_to_command_p99_ms']:.2f} ms = {c['p99_vs_two_js_hops']}x two JetStream hops; "
+              f"restart from a snapshot {c['snapshot_restart_s']} s")
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ import statistics
 import sys
 import tempfile
 import time
+from typing import Any
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -165,11 +166,18 @@ async def run(args: argparse.Namespace) -> dict:
     early.write_bytes(b"".join(lines[: records - behind]))
     late.write_bytes(b"".join(lines[records - behind :]))
     data_dir = pathlib.Path(tempfile.mkdtemp(prefix="vcbus-bench-snap-"))
-    server = EmbeddedServer(data_dir=data_dir, sync_interval=args.sync)
+    servers = getattr(args, "servers", 1) or 1
+    if servers == 1:
+        server: Any = EmbeddedServer(data_dir=data_dir, sync_interval=args.sync)
+    else:
+        from vcbus.bus.cluster import EmbeddedCluster
+
+        server = EmbeddedCluster(data_dir=data_dir, size=servers, sync_interval=args.sync)
     url = server.start()
-    figures: dict = {"records": records, "behind": behind, "sync_interval": args.sync, "rounds": rounds}
+    figures: dict = {"records": records, "behind": behind, "sync_interval": args.sync, "rounds": rounds,
+                     "servers": servers}
     try:
-        async with open_bus(BusSettings(nats_url=url, snapshot_every=0)) as bus:
+        async with open_bus(BusSettings(nats_url=url, snapshot_every=0, replicas=min(3, servers))) as bus:
             await wipe(bus)
             await statesnap.delete_all(bus.js)
             await build(bus, early)
@@ -186,9 +194,10 @@ async def run(args: argparse.Namespace) -> dict:
     return figures
 
 
-async def snapshot_restart_s(*, quick: bool, sync: str = "always") -> float:
-    """The headline alone (benchmarks/bus.py's `snapshot_restart_s`): 20k records with `quick`, else 100k."""
-    args = argparse.Namespace(records=None, behind=None, rounds=None, quick=quick, sync=sync)
+async def snapshot_restart_s(*, quick: bool, sync: str = "always", servers: int = 1) -> float:
+    """The headline alone (benchmarks/bus.py's `snapshot_restart_s`): 20k records with `quick`, else 100k,
+    on one server or a JetStream cluster of `servers` (streams and the object store at replicas 3)."""
+    args = argparse.Namespace(records=None, behind=None, rounds=None, quick=quick, sync=sync, servers=servers)
     return (await run(args))["snapshot_restart_s"]
 
 
@@ -200,6 +209,8 @@ def main() -> None:
     ap.add_argument("--behind", type=int, help="records after the older snapshot (default: a tenth of them)")
     ap.add_argument("--rounds", type=int, help="restarts of each kind (medians are reported)")
     ap.add_argument("--sync", default="always", help="server sync_interval: always (vcbus' default) or e.g. 2m")
+    ap.add_argument("--servers", type=int, default=1, metavar="N",
+                    help="nats-server processes: 1, or a JetStream cluster of N (replicas 3)")
     args = ap.parse_args()
     figures = asyncio.run(run(args))
     if args.json:
