@@ -35,7 +35,10 @@ Figures, each against a floor measured in the same run on the same server:
   JetStream *hop* (publish until a push consumer has the message): the
   event-to-command path is two hops plus the decider, so twice the hop is its
   physical floor; with fsync on every write that floor alone is about 4-5x the
-  raw RTT on a 2-core machine, above the 3x target.
+  raw RTT on a 2-core machine, above the 3x target. `latency_2_partitions`: the
+  same with VCBUS_K8S in 2 partitions, one decider process each (the queue role
+  in partition 0's): a job's record is its partition's own, merged with the
+  shared records (`vcbus.bus.merging`), so it waits for one more request first.
 - rebuild: `vcbus projections rebuild` (read VCBUS_JOBS, fold, write the KV
   views) events/s vs a raw nats-py ordered consumer reading the same stream.
 - snapshot_restart_s: start-up from a snapshot (benchmarks/snapshots.py).
@@ -246,14 +249,52 @@ async def latency(bus: Bus, samples: int) -> dict:
     await hsub.unsubscribe()
     hop = hop[20:]
 
-    # event to command: the decider running live and idle, in its own process (as deployed)
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "vcbus.cli.main", "up", "--nats", bus.url, "--service", "decider",
-        cwd=ROOT, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
-    )
-    assert proc.stderr is not None
-    while b"deciding from seq" not in await asyncio.wait_for(proc.stderr.readline(), 30):
-        pass
+    lat = await event_to_command(bus, samples)
+    return {
+        "samples": len(lat),
+        "event_to_command_p50_ms": round(statistics.median(lat) * 1e3, 3),
+        "event_to_command_p99_ms": round(pct(lat, 99) * 1e3, 3),
+        "raw_rtt_p50_ms": round(statistics.median(rtts) * 1e3, 3),
+        "raw_rtt_p99_ms": round(pct(rtts, 99) * 1e3, 3),
+        "raw_js_publish_rtt_p50_ms": round(statistics.median(js_rtts) * 1e3, 3),
+        "raw_js_publish_rtt_p99_ms": round(pct(js_rtts, 99) * 1e3, 3),
+        "raw_js_hop_p50_ms": round(statistics.median(hop) * 1e3, 3),
+        "raw_js_hop_p99_ms": round(pct(hop, 99) * 1e3, 3),
+    }
+
+
+async def latency_partitioned(bus: Bus, samples: int, partitions: int, hop_p99_ms: float) -> dict:
+    """Event to command with VCBUS_K8S in `partitions` partitions: one decider process per partition
+    (the queue role in partition 0's), each record a job's, so one partition's (`vcbus.bus.merging`)."""
+    await wipe(bus, partitions=partitions)
+    lat = await event_to_command(bus, samples, partitions=partitions)
+    p99 = round(pct(lat, 99) * 1e3, 3)
+    return {
+        "partitions": partitions,
+        "samples": len(lat),
+        "event_to_command_p50_ms": round(statistics.median(lat) * 1e3, 3),
+        "event_to_command_p99_ms": p99,
+        "p99_vs_two_js_hops": round(p99 / (2 * hop_p99_ms), 2),
+    }
+
+
+async def event_to_command(bus: Bus, samples: int, *, partitions: int = 1) -> list[float]:
+    """Seconds from a new vcjob's record published to its first command received, `samples` times,
+    the decider(s) running live and idle in their own process(es), as deployed."""
+    from vcbus.bus.partitions import route
+
+    nc = bus.nc
+    procs = []
+    for k in range(partitions):
+        where = ["--partition", str(k)] if partitions > 1 else []
+        procs.append(await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "vcbus.cli.main", "up", "--nats", bus.url, "--service", "decider", *where,
+            cwd=ROOT, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+        ))
+    for proc in procs:
+        assert proc.stderr is not None
+        while b"deciding from seq" not in await asyncio.wait_for(proc.stderr.readline(), 30):
+            pass
     arrived: dict[str, float] = {}
     waiters: dict[str, asyncio.Event] = {}
 
@@ -275,26 +316,18 @@ async def latency(bus: Bus, samples: int) -> dict:
             job = msg.headers["Vcbus-Job"]
             waiters[job] = ev = asyncio.Event()
             t0 = time.perf_counter()
-            await bus.js.publish(msg.subject, msg.body, headers=dict(msg.headers))
+            await bus.js.publish(route(msg.subject, job, partitions), msg.body, headers=dict(msg.headers))
             await asyncio.wait_for(ev.wait(), 10)
             if i >= 20:  # warm-up
                 lat.append(arrived[job] - t0)
             await asyncio.sleep(0.002)
     finally:
         await csub.unsubscribe()
-        proc.terminate()
-        await proc.wait()
-    return {
-        "samples": len(lat),
-        "event_to_command_p50_ms": round(statistics.median(lat) * 1e3, 3),
-        "event_to_command_p99_ms": round(pct(lat, 99) * 1e3, 3),
-        "raw_rtt_p50_ms": round(statistics.median(rtts) * 1e3, 3),
-        "raw_rtt_p99_ms": round(pct(rtts, 99) * 1e3, 3),
-        "raw_js_publish_rtt_p50_ms": round(statistics.median(js_rtts) * 1e3, 3),
-        "raw_js_publish_rtt_p99_ms": round(pct(js_rtts, 99) * 1e3, 3),
-        "raw_js_hop_p50_ms": round(statistics.median(hop) * 1e3, 3),
-        "raw_js_hop_p99_ms": round(pct(hop, 99) * 1e3, 3),
-    }
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            await proc.wait()
+    return lat
 
 
 # ------------------------------------------------------------------ rebuild
@@ -417,6 +450,7 @@ async def measure(settings: BusSettings, path: pathlib.Path, msgs: list[tuple[by
         # the physical floor of a two-hop path through JetStream, in units of the raw RTT
         lat["two_js_hops_p99_vs_raw_rtt"] = round(2 * lat["raw_js_hop_p99_ms"] / lat["raw_rtt_p99_ms"], 1)
         lat["p99_vs_two_js_hops"] = round(lat["event_to_command_p99_ms"] / (2 * lat["raw_js_hop_p99_ms"]), 2)
+        figures["latency_2_partitions"] = await latency_partitioned(bus, samples, 2, lat["raw_js_hop_p99_ms"])
 
         runs: dict[int, list[dict]] = {1: [], 2: []}
         big = log_file(jobs * 3)  # long enough that start-up costs do not dominate
@@ -441,6 +475,7 @@ def summarize(figures: dict) -> dict:
     figures["partitions_speedup"] = round(parts[1]["seconds"] / parts[2]["seconds"], 2)
     figures["partitions_speedup_deciders"] = round(parts[1]["seconds"] / parts[2]["deciders_seconds"], 2)
     figures["p99_vs_two_js_hops"] = figures["latency"]["p99_vs_two_js_hops"]
+    figures["p99_vs_two_js_hops_2_partitions"] = figures["latency_2_partitions"]["p99_vs_two_js_hops"]
     return figures
 
 
@@ -575,6 +610,9 @@ def main() -> None:
           f"{figures['partitions_speedup_deciders']})")
     print(f"latency  event -> command             p50 {lat['event_to_command_p50_ms']:.2f} ms, "
           f"p99 {lat['event_to_command_p99_ms']:.2f} ms")
+    l2 = figures["latency_2_partitions"]
+    print(f"         ... with 2 partitions        p50 {l2['event_to_command_p50_ms']:.2f} ms, "
+          f"p99 {l2['event_to_command_p99_ms']:.2f} ms = {l2['p99_vs_two_js_hops']}x two JetStream hops")
     print(f"         raw request/reply RTT        p50 {lat['raw_rtt_p50_ms']:.2f} ms, p99 {lat['raw_rtt_p99_ms']:.2f} ms"
           f"   p99 ratio {lat['p99_vs_raw_rtt']} (target <= 3)")
     print(f"         raw JetStream publish RTT    p50 {lat['raw_js_publish_rtt_p50_ms']:.2f} ms, "

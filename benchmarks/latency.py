@@ -27,13 +27,31 @@ Timestamps, all on this machine's wall clock:
 
 Stages: apiserver (watched - failed), bridge (recorded - watched), decider
 (decided - recorded), actuator (applied - decided), total (applied - failed).
+The actuator stage in two: `actuator_api`, the time its apply of the
+DeletePod took (the audit line's own figure: the JSON-patch ownership test
+that also marks the pod out of sync, then the DELETE), and `actuator_wait`,
+the rest (the command's delivery from the stream, decoding, the hand-over to
+the worker thread).
 
-Floor, measured in the same run with the same clients: the API server's watch
-delivery for the pod status change (the `apiserver` stage itself), plus two raw
-JetStream publish round trips (nats-py `js.publish`, acked, into a scratch
-stream on the same server), plus one raw API DELETE of a pod on a node (graceful,
-with a uid precondition, as the actuator deletes one; the `kubernetes` client). `ratio` = vcbus total p50 / floor p50 (1.0 = nothing
-but the unavoidable hops).
+Floor, measured in the same run: the API server's watch delivery for the pod
+status change (the `apiserver` stage itself), plus two raw JetStream publish
+round trips (nats-py `js.publish`, acked, into a scratch stream on the same
+server), plus the two API requests every Volcano-compatible controller sends
+for a killed pod (`pkg/controllers/job/job_controller_actions.go`, killPods:
+the PATCH that marks it `volcano.sh/controller-out-of-sync`, then the DELETE;
+a pod on a node, graceful, with a uid precondition), as raw requests
+(`vcbus.k8s.rawcalls`) with nothing else running, on copies of a running
+worker of the run (the same spec and status, owned by no vcjob). `ratio` = vcbus total p50 /
+floor p50 (1.0 = nothing but the unavoidable hops).
+
+Volcano's order: Volcano's killPods first PATCHes every victim, then deletes
+them one by one, so for a job of two pods its first DELETE returns after three
+requests (vcbus's actuator sends each DeletePod's PATCH and DELETE together:
+two). `volcano_order_floor_ms` is the watch delivery plus those three raw
+requests, measured in this run: the least a controller that follows Volcano's
+order needs, with no time of its own (no informer, work queue or sync).
+`vs_volcano_order_floor` = vcbus total p50 / that (below 1.0: faster than
+Volcano could possibly be on this API server).
 """
 
 from __future__ import annotations
@@ -65,6 +83,7 @@ PODGROUPS = "/apis/scheduling.volcano.sh/v1beta1/namespaces/{ns}/podgroups"
 QUEUES = "/apis/scheduling.volcano.sh/v1beta1/queues"
 MERGE = "application/merge-patch+json"
 STAGES = ("apiserver", "bridge", "decider", "actuator", "total")
+PARTS = ("actuator_wait", "actuator_api")  # the actuator stage: until its API calls start, and the calls
 DEADLINE = 60.0  # seconds for one step (a busy shared machine)
 
 
@@ -86,11 +105,13 @@ class Audit(logging.Handler):
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
         self.seen: dict[str, tuple[float, str, str]] = {}
+        self.took: dict[str, float] = {}  # msg id -> ms the command's apply took (its API calls)
 
     def emit(self, record: logging.LogRecord) -> None:
         if record.msg.startswith("actuator: %s %s for %s: %s in") and len(record.args) == 5:
-            msg_id, kind, _job, result, _ms = record.args
+            msg_id, kind, _job, result, ms = record.args
             self.seen[msg_id] = (record.created, kind, result)
+            self.took[msg_id] = float(ms)
 
 
 class PodWatch:
@@ -190,8 +211,8 @@ async def run(n: int, workdir: pathlib.Path, verbose: bool) -> dict:
             decider = Decider(bus, engine=engine)
             tasks = [asyncio.create_task(decider.run(stop=stop)), *cluster.tasks(stop)]
             try:
-                samples = await drive(api, ns, sim, bus, n, audit, queue, tasks)
-                floor = await measure_floor(api, ns, bus, n)
+                samples, template = await drive(api, ns, sim, bus, n, audit, queue, tasks)
+                floor = await measure_floor(api, ns, bus, n, template)
             finally:
                 stop.set()
                 await asyncio.gather(*tasks, return_exceptions=True)
@@ -200,13 +221,19 @@ async def run(n: int, workdir: pathlib.Path, verbose: bool) -> dict:
         alog.propagate = True
         server.stop()
         env.stop()
-    stages = {k: figures([x[k] for x in samples]) for k in STAGES}
-    floor_p50 = stages["apiserver"]["p50"] + floor["js_publish_ms"]["p50"] * 2 + floor["api_delete_ms"]["p50"]
+    stages = {k: figures([x[k] for x in samples]) for k in STAGES + PARTS}
+    watch = stages["apiserver"]["p50"]
+    floor_p50 = watch + floor["js_publish_ms"]["p50"] * 2 + floor["api_patch_ms"]["p50"] + floor["api_delete_ms"]["p50"]
+    volcano = watch + floor["volcano_order_api_ms"]["p50"]
     return {
         "failures": len(samples),
         "stages_ms": stages,
         "floor_ms": {**floor, "p50": round(floor_p50, 2)},
         "ratio": round(stages["total"]["p50"] / floor_p50, 2) if floor_p50 else None,
+        # Volcano's killPods with no time of its own (no informer, queue or sync): watch delivery, then
+        # PATCH, PATCH, DELETE (a job of two pods) as raw requests, measured in this run
+        "volcano_order_floor_ms": round(volcano, 2),
+        "vs_volcano_order_floor": round(stages["total"]["p50"] / volcano, 2) if volcano else None,
         "samples": samples if verbose else None,
     }
 
@@ -217,7 +244,7 @@ def _exc(tasks) -> None:
             raise RuntimeError(f"{t.get_name()} failed: {t.exception()!r}") from t.exception()
 
 
-async def drive(api, ns, sim: PodSimulator, bus, n: int, audit: Audit, queue: str, tasks) -> list[dict]:
+async def drive(api, ns, sim: PodSimulator, bus, n: int, audit: Audit, queue: str, tasks) -> tuple[list[dict], dict]:
     from vcbus.bus import subjects as s
 
     names = [f"lat-{i:03d}" for i in range(n)]
@@ -246,6 +273,8 @@ async def drive(api, ns, sim: PodSimulator, bus, n: int, audit: Audit, queue: st
 
     await until("every worker running", up, deadline=120.0, every=0.2)
     await asyncio.sleep(1.0)  # let the bus settle: light load means nothing else in flight
+    # a running worker as it is now (the floor's pods are copies: the same size and status)
+    template = await asyncio.to_thread(api_request, api, "GET", f"/api/v1/namespaces/{ns}/pods/{names[0]}-worker-1")
     watch = await asyncio.to_thread(PodWatch, api, ns)
     k8s = bus.js
     samples = []
@@ -274,13 +303,14 @@ async def drive(api, ns, sim: PodSimulator, bus, n: int, audit: Audit, queue: st
             samples.append({
                 "apiserver": (watched - failed) * 1e3, "bridge": (recorded - watched) * 1e3,
                 "decider": (cmd - recorded) * 1e3, "actuator": (applied - cmd) * 1e3, "total": (applied - failed) * 1e3,
+                "actuator_api": audit.took[mid], "actuator_wait": (applied - cmd) * 1e3 - audit.took[mid],
             })
             # the rest of the reaction (the siblings' deletes, the status) goes through before the next failure
             await asyncio.sleep(0.3)
             await until("the actuator idle", lambda: _idle(audit), every=0.05)
     finally:
         watch.close()
-    return samples
+    return samples, template
 
 
 def fail(sim: PodSimulator, pod: str, ns: str) -> float:
@@ -316,7 +346,7 @@ async def _command(js, msg_id: str) -> float:
     raise RuntimeError(f"no command {msg_id} on {s.CMDS_STREAM}")
 
 
-async def measure_floor(api, ns: str, bus, n: int) -> dict:
+async def measure_floor(api, ns: str, bus, n: int, template: dict) -> dict:
     from nats.js.api import StreamConfig
 
     js = bus.js
@@ -327,21 +357,52 @@ async def measure_floor(api, ns: str, bus, n: int) -> dict:
         await js.publish("latency.floor", b'{"type":"MODIFIED","object":{}}' * 20, headers={"Nats-Msg-Id": f"f{i}"})
         pubs.append((time.perf_counter() - t) * 1e3)
     await js.delete_stream("LATENCY_FLOOR")
-    core = client.CoreV1Api(api)
+    from vcbus.k8s import rawcalls
+    from vcbus.k8s.actuator import OUT_OF_SYNC_PATCH
 
-    def deletes() -> list[float]:  # a pod on a node, deleted as the actuator deletes one (graceful, uid precondition)
-        out = []
+    meta = template["metadata"]
+    labels = {k: v for k, v in (meta.get("labels") or {}).items() if not k.startswith("volcano.sh/")}
+
+    def pod(name: str) -> str:
+        """A copy of a running worker of the run (the same spec on the same node, the same status),
+        under another name and owned by no vcjob, so that vcbus leaves it alone."""
+        body = {"metadata": {"name": name, "labels": labels, "annotations": meta.get("annotations") or {}},
+                "spec": template["spec"]}
+        uid = json.loads(rawcalls.call(api, "POST", f"/api/v1/namespaces/{ns}/pods", body=body))["metadata"]["uid"]
+        rawcalls.call(api, "PATCH", rawcalls.pod_path(ns, name) + "/status", body={"status": template["status"]},
+                      content_type="application/merge-patch+json")
+        return uid
+
+    def mark(name: str) -> None:  # Volcano's killPods marks each victim out of sync before deleting it
+        rawcalls.call(api, "PATCH", rawcalls.pod_path(ns, name), body=OUT_OF_SYNC_PATCH, content_type=rawcalls.JSON_PATCH)
+
+    def delete(name: str, uid: str) -> None:
+        rawcalls.call(api, "DELETE", rawcalls.pod_path(ns, name), body={"preconditions": {"uid": uid}})
+
+    def requests() -> tuple[list[float], list[float], list[float]]:
+        """Raw requests, nothing else running: a PATCH then the DELETE of one pod (what the actuator must
+        send), and Volcano's killPods order for a job of two pods: both PATCHes, then the first DELETE."""
+        patches, deletes, volcano = [], [], []
         for i in range(max(10, n)):
-            pod = core.create_namespaced_pod(ns, {"metadata": {"name": f"floor-{i}"}, "spec": {
-                "nodeName": "lat-node", "containers": [{"name": "main", "image": "busybox"}]}})
-            body = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=pod.metadata.uid))
+            uid = pod(f"floor-{i}")
             t = time.perf_counter()
-            core.delete_namespaced_pod(pod.metadata.name, ns, body=body)
-            out.append((time.perf_counter() - t) * 1e3)
-        return out
+            mark(f"floor-{i}")
+            t1 = time.perf_counter()
+            delete(f"floor-{i}", uid)
+            patches.append((t1 - t) * 1e3)
+            deletes.append((time.perf_counter() - t1) * 1e3)
+            a, b = pod(f"floor-{i}-a"), pod(f"floor-{i}-b")
+            t = time.perf_counter()
+            mark(f"floor-{i}-a")
+            mark(f"floor-{i}-b")
+            delete(f"floor-{i}-a", a)
+            volcano.append((time.perf_counter() - t) * 1e3)
+            delete(f"floor-{i}-b", b)
+        return patches, deletes, volcano
 
-    dels = await asyncio.to_thread(deletes)
-    return {"js_publish_ms": figures(pubs), "api_delete_ms": figures(dels)}
+    patches, dels, volcano = await asyncio.to_thread(requests)
+    return {"js_publish_ms": figures(pubs), "api_patch_ms": figures(patches), "api_delete_ms": figures(dels),
+            "volcano_order_api_ms": figures(volcano)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -367,10 +428,17 @@ def main(argv: list[str] | None = None) -> int:
     for k in STAGES:
         f = result["stages_ms"][k]
         print(f"  {k:<10} p50 {f['p50']:8.2f}  p99 {f['p99']:8.2f}  mean {f['mean']:8.2f}")
+    for k in PARTS:
+        f = result["stages_ms"][k]
+        print(f"    {k:<14} p50 {f['p50']:8.2f}  p99 {f['p99']:8.2f}  mean {f['mean']:8.2f}")
     fl = result["floor_ms"]
     print(f"  floor: watch delivery p50 {result['stages_ms']['apiserver']['p50']:.2f} + 2 x JetStream publish "
-          f"p50 {fl['js_publish_ms']['p50']:.2f} + API DELETE p50 {fl['api_delete_ms']['p50']:.2f} = {fl['p50']:.2f}")
+          f"p50 {fl['js_publish_ms']['p50']:.2f} + API PATCH p50 {fl['api_patch_ms']['p50']:.2f} + API DELETE p50 "
+          f"{fl['api_delete_ms']['p50']:.2f} = {fl['p50']:.2f}")
     print(f"  ratio (total p50 / floor p50): {result['ratio']}")
+    print(f"  Volcano's order with no time of its own: watch delivery + PATCH, PATCH, DELETE p50 "
+          f"{fl['volcano_order_api_ms']['p50']:.2f} = {result['volcano_order_floor_ms']:.2f}; "
+          f"vcbus total p50 / that: {result['vs_volcano_order_floor']}")
     return 0
 
 

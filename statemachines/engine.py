@@ -46,6 +46,7 @@ from statemachines.model.records import Decoded, Ignored, TimerRecord
 from statemachines.model.status import JobStatus
 from statemachines.model.timefmt import ZERO_TIME, normalize
 from statemachines.queues.controller import QueueController
+from statemachines.queues.fold import QueuesElsewhere
 from statemachines.timers.heap import TimerHeap
 from statemachines.timers.rules import Timer
 from statemachines.worker import run_timer
@@ -67,6 +68,10 @@ class Engine:
       timeout Go's ParseDuration refuses) is refused with `BoundsProblem` before
       anything changes, so the decider poisons the record
       (`statemachines.admission.bounds`; the webhook denies such a job).
+    - `queue_controller`: False leaves Volcano's queue controller out (no `_/<queue>`
+      outputs, no queue state): the bus's partition deciders with N > 1, where the
+      queue role runs it (`statemachines.queues.fold`). The job controller's
+      decisions are the same either way.
     """
 
     def __init__(
@@ -78,6 +83,7 @@ class Engine:
         render_pod: Callable[..., dict[str, Any]] | None = None,
         render_podgroup: Callable[..., dict[str, Any]] | None = None,
         max_pods: int = DEFAULT_MAX_PODS,
+        queue_controller: bool = True,
     ) -> None:
         if timers not in ("by-time", "recorded"):
             raise ValueError(f"timers must be 'by-time' or 'recorded', not {timers!r}")
@@ -100,7 +106,8 @@ class Engine:
         self.spec_changed = False  # the request being handled comes from a change of the job spec
         self.executing: object = None  # what is being executed: (Request, Resolution), a Timer or a text
         # Volcano's other controllers, folds of the same log (statemachines/queues/, garbagecollector.py)
-        self.queue_controller = QueueController(self)
+        self.queue_controller_on = queue_controller
+        self.queue_controller = QueueController(self) if queue_controller else QueuesElsewhere()
         self.gc = GarbageCollector(self)
 
     # ------------------------------------------------------------------ what the controllers use

@@ -95,6 +95,39 @@ def test_a_command_for_a_pod_that_belongs_to_no_vcjob_is_refused(cluster, caplog
     assert act.apply(o.DeletePod(job=key(job), seq=6, name="train-worker-0", reason="kill")) == "applied"
 
 
+
+def test_a_pod_name_with_path_characters_never_reaches_another_object(k8s, cluster):
+    """DeletePod's requests bypass the client's models (vcbus.k8s.rawcalls): the name is still one
+    path segment. A forged name that walks to a pod of a same-named job in another namespace, or
+    that would name the job's own pod once its query or fragment were cut off, touches nothing."""
+    api, core, custom, ns = cluster
+    job = create_job(custom, ns, "train")
+    other_ns = k8s.create_namespace(f"{ns[:50]}-b")
+    twin = create_job(custom, other_ns, "train")  # same name, other namespace: the owner test alone would pass
+    far = core.create_namespaced_pod(other_ns, plain_pod("train-worker-0", owner_ref=owner(twin)))
+    near = core.create_namespaced_pod(ns, plain_pod("train-worker-0", owner_ref=owner(job)))
+    act = Actuator(api)
+    forged = [
+        (f"../../{other_ns}/pods/train-worker-0", far), (f"..%2F..%2F{other_ns}%2Fpods%2Ftrain-worker-0", far),
+        ("train-worker-0?dryRun=All", near), ("train-worker-0#x", near),
+    ]
+    for seq, (name, target) in enumerate(forged, 1):
+        try:
+            result = act.apply(o.DeletePod(job=key(job), seq=seq, name=name, uid=target.metadata.uid, reason="kill"))
+        except ApiException as err:  # an invalid name: refused by the API server (the service records it)
+            result = err.status
+        assert result in ("done", 400), (name, result)
+    for target in (far, near):
+        pod = core.read_namespaced_pod("train-worker-0", target.metadata.namespace)
+        assert pod.metadata.uid == target.metadata.uid and pod.metadata.deletion_timestamp is None
+        assert "volcano.sh/controller-out-of-sync" not in (pod.metadata.annotations or {})
+    # the job's own pod, named plainly, is annotated and deleted through the same requests
+    assert act.apply(o.DeletePod(job=key(job), seq=9, name="train-worker-0", uid=near.metadata.uid, reason="kill")) == "applied"
+    with contextlib.suppress(ApiException):
+        gone = core.read_namespaced_pod("train-worker-0", ns)  # unscheduled: deleted at once, or terminating
+        assert gone.metadata.deletion_timestamp is not None
+
+
 def test_scheduler_commands_act_only_on_pods_for_the_volcano_scheduler(cluster):
     api, core, custom, ns = cluster
     core.create_namespaced_pod(ns, plain_pod("web-0"))  # the default scheduler's

@@ -248,3 +248,44 @@ async def test_shared_records_arriving_while_deciders_run_are_merged_in_stream_o
         ref = per_job(want[stream])
         jobs = [j for j in ref if not j.startswith("_/")]
         assert len(jobs) >= len(names) // 2 and all(have[j] == ref[j] for j in jobs), stream
+
+
+async def test_a_partitions_records_one_after_another_need_no_probe_each(bus_settings):
+    """At a light load each record is merged as it arrives; the stream is asked whether a shared record lies
+    before it (`Merger.probes`) only when something else may: not for a record right after the last one
+    the decider handed out (records of one job, one at a time: one probe in all, not one per record)."""
+    from tests.builders import job, record
+    from vcbus.bus.partitions import route
+    from vcbus.bus.streams import ensure_streams
+
+    settings = dataclasses.replace(bus_settings, partitions=2)
+    stop = asyncio.Event()
+    async with open_bus(settings) as bus:
+        await ensure_streams(bus.js, settings)
+        records = []
+        for rv in range(1, 13):
+            obj = job("one-at-a-time")
+            obj["metadata"]["resourceVersion"] = str(rv)
+            obj["metadata"]["labels"] = {"round": str(rv)}
+            records.append(record("ADDED" if rv == 1 else "MODIFIED", obj, f"2026-01-01T00:00:{rv:02d}Z"))
+        subject = route("vcbus.k8s.job.default.one-at-a-time", "default/one-at-a-time", 2)
+        ack = await bus.js.publish(subject, records[0], headers={"Nats-Msg-Id": "one-0", "Vcbus-Job": "default/one-at-a-time"})
+        mine = int((await bus.js.get_msg(s.K8S_STREAM, ack.seq)).subject.rsplit(".", 1)[1])
+        decider = Decider(bus, clock=lambda: FROZEN_EARLY, partition=mine)
+        task = asyncio.create_task(decider.run(stop=stop))
+        try:
+            await asyncio.wait_for(decider.ready.wait(), 30)
+            for n, body in enumerate(records[1:], 1):
+                async with asyncio.timeout(30):
+                    while decider.applied < ack.seq:
+                        await asyncio.sleep(0.01)
+                ack = await bus.js.publish(subject, body, headers={"Nats-Msg-Id": f"one-{n}", "Vcbus-Job": "default/one-at-a-time"})
+            async with asyncio.timeout(30):
+                while decider.applied < ack.seq:
+                    await asyncio.sleep(0.01)
+            probes = decider._puller.probes
+        finally:
+            stop.set()
+            await task
+    assert decider.stats.decided == len(records)
+    assert probes <= 1, probes

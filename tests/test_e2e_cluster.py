@@ -81,29 +81,31 @@ def ensure_default_queue(api) -> None:
     custom.patch_cluster_custom_object_status(*PG, "queues", "default", {"status": {"state": "Open"}})
 
 
-class Vcbus:
-    """`vcbus up` as a child process, restartable. Its output goes to a file (no pipe to fill up)."""
+class UpProcess:
+    """A `vcbus up` child process, killable and restartable; its output goes to a file (no pipe to
+    fill up). Shared with tests/test_e2e_leader.py."""
 
-    def __init__(self, nats_url: str, kubeconfig: str, namespace: str, log: pathlib.Path) -> None:
-        self.cmd = [sys.executable, "-m", "vcbus.cli.main", "up", "--nats", nats_url, "--kubeconfig", kubeconfig,
-                    "--namespace", namespace, "-v"]
+    def __init__(self, cmd: list[str], log: pathlib.Path, env: dict[str, str] | None = None) -> None:
+        self.cmd = cmd
         self.log = log
+        self.env = env
         self.proc: subprocess.Popen | None = None
-        self.kills = 0
-        self.restart_due = False
+        self.killed = False  # the last stop was a SIGKILL on purpose
 
     def start(self) -> None:
         with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen(self.cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(self.cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                                         env=None if self.env is None else {**os.environ, **self.env})
+        self.killed = False
 
     def kill(self) -> None:
         assert self.proc is not None
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(timeout=30)
-        self.kills += 1
-        self.restart_due = True
+        self.killed = True
 
     def stop(self) -> None:
+        """SIGTERM, as Kubernetes stops a pod; SIGKILL after 30 s (its grace period)."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -111,6 +113,24 @@ class Vcbus:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=30)
+
+    def tail(self) -> str:
+        return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else "(no output)"
+
+
+class Vcbus(UpProcess):
+    """`vcbus up` as a child process, restartable."""
+
+    def __init__(self, nats_url: str, kubeconfig: str, namespace: str, log: pathlib.Path) -> None:
+        super().__init__([sys.executable, "-m", "vcbus.cli.main", "up", "--nats", nats_url, "--kubeconfig",
+                          kubeconfig, "--namespace", namespace, "-v"], log)
+        self.kills = 0
+        self.restart_due = False
+
+    def kill(self) -> None:
+        super().kill()
+        self.kills += 1
+        self.restart_due = True
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -120,9 +140,6 @@ class Vcbus:
         if self.proc is not None and not self.alive() and not self.restart_due:
             pytest.fail(f"vcbus up exited with {self.proc.returncode}; {self.log} ends with:\n{self.tail()}",
                         pytrace=False)
-
-    def tail(self) -> str:
-        return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else "(no output)"
 
 
 def vcbus_cli(*args: str) -> subprocess.CompletedProcess:

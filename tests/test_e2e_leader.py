@@ -14,10 +14,7 @@ created is its own, never the dead leader's).
 
 from __future__ import annotations
 
-import os
 import pathlib
-import signal
-import subprocess
 import sys
 import urllib.error
 import urllib.request
@@ -27,10 +24,9 @@ import yaml
 from kubernetes import client
 
 from tests.test_e2e_cluster import (
-    NAME, SEED, G, V, SeedRun, check_completed_job, default_queue_open, replayed_status, sched_binds,
+    NAME, SEED, G, V, SeedRun, UpProcess, check_completed_job, default_queue_open, replayed_status, sched_binds,
     version_of, wait_until,
 )
-from tests.fixtures_nats import ROOT
 from tests.test_observability import free_port
 from tests.test_webhook_k8s import webhook  # noqa: F401 - the admission webhook fixture
 from vcbus.k8s.podsim import PodSimulator
@@ -39,40 +35,16 @@ pytestmark = [pytest.mark.k8s, pytest.mark.nats, pytest.mark.slow]
 LEASE = "vcbus-e2e"
 
 
-class Replica:
+class Replica(UpProcess):
     """One `vcbus up --leader-elect` process; its identity starts with `name` (HOSTNAME)."""
 
     def __init__(self, name: str, nats_url: str, kubeconfig: str, namespace: str, log: pathlib.Path) -> None:
         self.name = name
         self.port = free_port()
-        self.cmd = [sys.executable, "-m", "vcbus.cli.main", "up", "--nats", nats_url, "--kubeconfig", kubeconfig,
-                    "--namespace", namespace, "-v", "--leader-elect", "--lease-name", LEASE,
-                    "--lease-namespace", namespace, "--lease-duration", "4s",
-                    "--metrics-addr", f"127.0.0.1:{self.port}"]
-        self.log = log
-        self.proc: subprocess.Popen | None = None
-        self.killed = False
-
-    def start(self) -> None:
-        with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen(self.cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
-                                         env={**os.environ, "HOSTNAME": self.name})
-        self.killed = False
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=30)
-        self.killed = True
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=30)
+        super().__init__([sys.executable, "-m", "vcbus.cli.main", "up", "--nats", nats_url, "--kubeconfig", kubeconfig,
+                          "--namespace", namespace, "-v", "--leader-elect", "--lease-name", LEASE,
+                          "--lease-namespace", namespace, "--lease-duration", "4s",
+                          "--metrics-addr", f"127.0.0.1:{self.port}"], log, env={"HOSTNAME": name})
 
     def readyz(self) -> str:
         try:
@@ -80,9 +52,6 @@ class Replica:
                 return r.read().decode().strip()
         except (urllib.error.URLError, OSError) as err:
             return f"unreachable: {err}"
-
-    def tail(self) -> str:
-        return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else "(no output)"
 
 
 class Pair:

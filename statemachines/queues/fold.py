@@ -16,6 +16,11 @@ bus's queue role), the decisions are the same and so is their time wherever
 the log's times grow with its order (records stamped by the bridge). Only the
 outputs' place among the record's outputs differs: the engine puts the job
 controller's first.
+
+`QueuesElsewhere` is the other half: what an `Engine(queue_controller=False)`
+has in the controller's place (the partitions' deciders, whose queue
+decisions `QueueFold` makes), so the engine folds no queue state and decides
+no queue-scoped outputs, at the cost of nothing per record.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ class QueueFold:
 
     # what a host of the decider reads of an engine (vcbus.bus.rebuilding: a snapshot's configuration)
     explain = False
+    queue_controller_on = True
     timer_mode = "recorded"
     strict_queues = None
     max_pods = 0
@@ -77,3 +83,18 @@ class QueueFold:
     def _advance(self, when: str) -> None:
         if when > self.now:
             self.now = when
+
+
+class QueuesElsewhere:
+    """The queue controller of an engine that leaves it to a `QueueFold`: takes every record, decides nothing."""
+
+    __slots__ = ()
+
+    def podgroup(self, rtype: str, pg: PodGroup) -> None:
+        pass
+
+    def queue(self, rtype: str, q: Queue) -> None:
+        pass
+
+    def command(self, rtype: str, cmd: Command) -> None:
+        pass

@@ -24,7 +24,8 @@ function of the stream alone and needs no storage of its own. A session:
 One decider per partition (`vcbus.bus.partitions`; one partition by default):
 `vcbus.bus.ownership` refuses a second one for a partition a live decider owns.
 With N > 1 the queue decisions come from the queue role, a decider of its own
-over every partition's PodGroups, Queues and Commands (`vcbus.bus.queueing`).
+over every partition's PodGroups, Queues and Commands (`vcbus.bus.queueing`),
+and the partitions' engines run no queue controller.
 
 A crash anywhere between receiving a record and acking it means the record is
 decided again after the restart: the same outputs with the same ids, which
@@ -175,6 +176,8 @@ class Decider(Rebuilding, Deciding, Storing):
                 self.partition = self._layout(count)
             except ValueError as err:
                 raise UserError(f"decider: {err}") from None
+            if self.engine.queue_controller_on != self.partition.queue_outputs:
+                self.engine = self._fresh_engine()  # with N > 1 no queue controller: the queue role runs it
             owner = Ownership(self.bus.nc, s.K8S_STREAM, self.partition.consumer, partition=self.partition.name)
             await owner.claim()
             self._owner = owner

@@ -24,8 +24,11 @@ with `next_by_subj`, one request) for that side's next record after the
 last one it knows. None, or one past the other side's head: the head goes.
 One before it: the merger waits for its consumer to deliver it. What a probe
 learns is kept (`own_known`, `shared_known`: every record of that side up to
-there has been received), so at a steady load there is at most one probe per
-batch, and none while the other side's next record is known to lie ahead.
+there has been received; a record handed out moves the other side's mark to
+it too, since it is not one of the other side's), so at a steady load there
+is at most one probe per batch, none while the other side's next record is
+known to lie ahead, and none for a record right after the last one handed out
+(its sequence is the next: nothing lies between).
 With a backlog (the own consumer reports records pending: a start, a
 catch-up) the stream's last sequence is asked first, so one probe covers
 everything stored until then instead of one batch.
@@ -172,12 +175,13 @@ class Merger:
                 continue
             if own and ((shared and a < b) or (not shared and self.shared_known >= a - 1)):
                 out.append(own.popleft())
-                self.emitted, self.own_known = a, max(self.own_known, a)
+                # every shared record before `a` has been received, and `a` is not one: so up to `a`
+                self.emitted, self.own_known, self.shared_known = a, max(self.own_known, a), max(self.shared_known, a)
                 if shared:
                     self.shared_known = max(self.shared_known, b - 1)
             elif shared and ((own and b < a) or (not own and self.own_known >= b - 1)):
                 out.append(shared.popleft())
-                self.emitted, self.shared_known = b, max(self.shared_known, b)
+                self.emitted, self.shared_known, self.own_known = b, max(self.shared_known, b), max(self.own_known, b)
                 self._waiting_since = 0.0
                 if own:
                     self.own_known = max(self.own_known, a - 1)

@@ -7,7 +7,8 @@ queue, and with N > 1 partitions each decider sees only its own jobs' PodGroups.
 Volcano runs its queue controller on its own (`pkg/controllers/queue/`), and so
 does vcbus with partitions:
 
-- every partition's decider drops the queue-scoped outputs of its engine;
+- every partition's decider runs no queue controller (`Engine(queue_controller=False)`,
+  chosen by the decider once it knows the stream has N > 1 partitions);
 - the **queue role** (`QueueDecider`) folds the records of every partition
   the queue controller reads, PodGroups, Queues and Commands, and TIMER
   records for the log's time (one consumer, `vcbus-queues`, filtering
@@ -32,6 +33,14 @@ a one-partition decider's: `<seq>:q<index>`
 record's partition decider stores the job controller's outputs under
 `<seq>:<index>` and one id must never name two messages.
 
+Poison. A record of a partition is folded only once that partition's decider
+has decided it, and skipped when it set it aside (`vcbus.bus.verdicts`): as
+with one partition, where a record set aside is folded by no controller. A
+record the role itself cannot fold (its queue controller fails on it) is set
+aside by the role alone, with a poison event of component `queues` (with one
+partition the whole record would be set aside: the partition's decider has
+folded it already, and never waits for the role).
+
 With one partition the decider publishes the queue decisions itself, as it
 always did, and no queue role runs. `vcbus up` runs the queue role in the
 process that runs partition 0's decider.
@@ -39,18 +48,25 @@ process that runs partition 0's decider.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
+from nats.aio.msg import Msg
+
+from statemachines.model.records import decode
 from statemachines.queues.fold import QueueFold
 from vcbus.bus import bigrecords
 from vcbus.bus import partitions as parts
+from vcbus.bus import poison as p
 from vcbus.bus import subjects as s
 from vcbus.bus.cloudevents import MSG_ID
 from vcbus.bus.connecting import Bus
 from vcbus.bus.decider import Decider
 from vcbus.bus.publisher import Prepared
+from vcbus.bus.verdicts import Verdicts, partition_of
 
 CONSUMER = "vcbus-queues"
+COMPONENT = "queues"  # the role's own poison events (a partition's decider skips only the `decider` ones)
 KINDS = ("podgroup", "queue", "command", s.TIMER_KIND)  # what the queue controller reads; TIMER: the log's time
 
 
@@ -101,9 +117,59 @@ class QueueDecider(Decider):
         options.pop("partition", None)
         super().__init__(bus, engine=QueueFold(), **options)
         self.partition = QueueRole()
+        self.verdicts: Verdicts | None = None
+        self._partitions = 1
+        self._stop = asyncio.Event()
+
+    async def run(self, *, stop: asyncio.Event | None = None, until_idle: bool = False):  # noqa: ANN201
+        self._stop = stop or asyncio.Event()
+        self.verdicts = Verdicts(self.bus.nc, self.js, count=self._partitions, poisoned=self.poisoned, stop=self._stop,
+                                 until_idle=until_idle)
+        return await super().run(stop=self._stop, until_idle=until_idle)
 
     def _layout(self, count: int) -> parts.Partition:
+        self._partitions = count
+        if self.verdicts is not None:
+            self.verdicts.count = count
         return QueueRole()
+
+    async def _rebuild(self, floor: int) -> None:
+        assert self.verdicts is not None
+        await self.verdicts.start()  # before the poison events stored so far are read
+        self.poisoned |= await p.poisoned_sequences(self.js, COMPONENT)
+        await super()._rebuild(floor)
+
+    async def _handle(self, msg: Msg) -> None:
+        """A partition's record waits for that partition's verdict (`vcbus.bus.verdicts`)."""
+        if self._stop.is_set():  # given up waiting (or stopping): the rest is decided next time
+            return
+        seq = msg.metadata.sequence.stream
+        part = partition_of(msg.subject)
+        if seq > self.applied and part is not None and seq not in self.poisoned:
+            assert self.verdicts is not None
+            if not self.verdicts.known(part, seq):
+                await self._send()  # what was decided before it need not wait with it
+            if not await self.verdicts.decided(part, seq):
+                self._stop.set()
+                return
+        await super()._handle(msg)
+
+    async def _decide_live(self, seq: int, subject: str, data: bytes, headers: dict | None) -> None:
+        if partition_of(subject) is None and seq not in self.poisoned and self.partition.mine(subject):
+            try:
+                decode(data)
+            except Exception:  # every partition's decider fails on it too and sets it aside: theirs to report
+                self.poisoned.add(seq)
+                self.applied = seq
+                return
+        await super()._decide_live(seq, subject, data, headers)
+
+    def _poison(self, seq: int, subject: str, reason: str, job: str) -> Prepared:
+        event = p.poison_event(
+            component=COMPONENT, stream=s.K8S_STREAM, sequence=seq, subject=subject, reason=reason, job=job,
+            now=self.clock(),
+        )
+        return p.poison_message(event, source=self.bus.settings.ce_source)
 
     def _fresh_engine(self) -> QueueFold:  # type: ignore[override]
         return QueueFold()

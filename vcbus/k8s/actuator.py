@@ -45,6 +45,7 @@ from statemachines import outputs as o
 from statemachines import plugins as plugin_hooks
 from statemachines.plugins.ssh import fill_ssh_keys
 from vcbus.bus.subjects import CLUSTER_SCOPE
+from vcbus.k8s import rawcalls
 from vcbus.k8s.event_recording import COMPONENT, EventRecording
 from vcbus.k8s.ownership import (
     MANAGED_BY,
@@ -193,9 +194,8 @@ class Actuator(SchedulerCommands, EventRecording):
 
     def _delete_pod(self, ns: str, pod: str, uid: str) -> str:
         # The uid precondition: exactly the pod whose owner was checked, never a newer one of that name.
-        body = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid))
         try:
-            self.core.delete_namespaced_pod(pod, ns, body=body)
+            rawcalls.call(self.api, "DELETE", rawcalls.pod_path(ns, pod), body={"preconditions": {"uid": uid}})
         except ApiException as err:
             if _status(err) in (404, 409):
                 return "done"  # gone, or the uid precondition failed: a newer pod of that name
@@ -219,7 +219,7 @@ class Actuator(SchedulerCommands, EventRecording):
             *OUT_OF_SYNC_PATCH,  # fails too when the pod has no annotations at all: the other path adds them
         ]
         try:
-            self.core.patch_namespaced_pod(cmd.name, ns, patch, _content_type="application/json-patch+json")
+            rawcalls.call(self.api, "PATCH", rawcalls.pod_path(ns, cmd.name), body=patch, content_type=rawcalls.JSON_PATCH)
         except ApiException as err:
             if _status(err) in (400, 404, 409, 422):
                 return False
