@@ -127,6 +127,13 @@ def test_resume_from_stored_resource_version_without_repeating(k8s, k8s_namespac
     with ResourceWatcher(api, "commands", namespace=ns) as w1:
         assert sorted(summary(take(w1, 2))) == [("ADDED", "a"), ("ADDED", "b")]
         saved = json.loads(json.dumps(w1.snapshot()))  # survives persistence
+        # with a transform (the bridge keeps each object's metadata): the same position, each object
+        # transformed, and the watcher's own objects untouched
+        slim = w1.snapshot(transform=lambda obj: {"metadata": dict(obj["metadata"])})
+        assert slim["resourceVersion"] == saved["resourceVersion"]
+        assert slim["known"] == {uid: {"metadata": obj["metadata"]} for uid, obj in saved["known"].items()}
+        slim["known"].popitem()[1]["metadata"]["name"] = "changed"
+        assert json.loads(json.dumps(w1.snapshot())) == saved
     assert saved["resourceVersion"] and len(saved["known"]) == 2
 
     api_request(api, "POST", CMDS.format(ns=ns), body=command("c"))

@@ -20,13 +20,17 @@ node, whoever scheduled it, because it uses the node's resources
 scheduler is published from the moment it has a node. Other pods never reach
 the bus.
 
-Resume: after the publishes of a batch are acknowledged, the watcher's
+Resume: once the publishes of a batch are acknowledged, the watcher's
 position (resourceVersion, and the objects it knows, trimmed to apiVersion,
 kind and metadata — enough to publish a DELETED for an object that vanished
 while the bridge was away) is stored in the KV bucket `vcbus_bridge`, one key
 per resource (`<resource>.<namespace>` for a namespaced resource watched in
-one namespace). A restarted bridge resumes from there: it repeats nothing it had
-stored (and JetStream drops what it had published but not yet stored).
+one namespace): whenever the watch goes quiet (`idle_flush`), and at most once
+every `SAVE_EVERY` seconds while events keep coming, since the position holds
+every known object and costs in proportion to them. A restarted bridge resumes
+from there: it publishes again at most what came after the last save, and
+JetStream drops those records as duplicates (the same `Nats-Msg-Id`, within
+the stream's duplicate window).
 A cluster-scoped resource has one key whatever the namespace (`nodes`).
 
 Start-up order: Volcano's job controller starts its workers only once every
@@ -69,6 +73,7 @@ RESOURCES = ("vcjobs", "pods", "podgroups", "queues", "commands", "nodes", "prio
 BRIDGE_BUCKET = "vcbus_bridge"
 HELD_UNTIL_LISTED = ("vcjobs",)  # published once every other resource's first list is in the stream
 HOLD_WARNING = 30.0  # seconds: say what the held resources wait for, every this often
+SAVE_EVERY = 1.0  # seconds: the position is saved at most this often while events keep coming
 SCHEDULER_NAMES = ("volcano",)
 JOB_NAME_LABEL = "volcano.sh/job-name"
 
@@ -199,6 +204,7 @@ class Bridge:
         pending = 0
         saved = watcher.resource_version
         loop = asyncio.get_running_loop()
+        saved_at = loop.time()
         if resource in HELD_UNTIL_LISTED:
             await self._hold(resource, stop)
         while not stop.is_set():
@@ -220,9 +226,11 @@ class Bridge:
                 await publisher.flush()
                 self.published += pending
                 pending = 0
-                saved = await self._save(kv, key, watcher)
+                if event is None or loop.time() - saved_at >= SAVE_EVERY:
+                    saved, saved_at = await self._save(kv, key, watcher), loop.time()
             elif event is None and watcher.resource_version != saved:
-                saved = await self._save(kv, key, watcher)  # bookmarks moved the position: keep it
+                # quiet, or bookmarks moved the position: keep it
+                saved, saved_at = await self._save(kv, key, watcher), loop.time()
             if not pending and watcher.synced.is_set() and not self.listed[resource].is_set():
                 self.listed[resource].set()  # everything up to the end of the first list is acknowledged
                 log.info("bridge: %s %s (%d objects); watching from resourceVersion %s", resource,
@@ -254,7 +262,6 @@ class Bridge:
 
     @staticmethod
     async def _save(kv: Any, key: str, watcher: ResourceWatcher) -> str | None:
-        snap = watcher.snapshot()
-        snap["known"] = {uid: trim(obj) for uid, obj in snap["known"].items()}
+        snap = watcher.snapshot(transform=trim)  # each object's metadata only: no copy of whole objects
         await kv.put(key, _enc.encode(snap))
         return snap["resourceVersion"]

@@ -62,7 +62,7 @@ import logging
 import queue
 import threading
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from vcbus.k8s.apierrors import jittered_backoff
 
@@ -335,8 +335,14 @@ class ResourceWatcher:
         """uid -> last consumed object, for objects that currently exist."""
         return self._pos_known
 
-    def snapshot(self) -> dict:
-        """JSON-serialisable resume state: {"resourceVersion", "known"}."""
+    def snapshot(self, transform: Callable[[dict], dict] | None = None) -> dict:
+        """JSON-serialisable resume state: {"resourceVersion", "known"}.
+
+        The known objects are deep copies, or `transform(obj)` of each when given: a transform that
+        builds what it returns (the bridge keeps only each object's metadata) saves copying whole
+        objects that are then thrown away."""
+        if transform is not None:
+            return {"resourceVersion": self._pos_rv, "known": {uid: transform(obj) for uid, obj in self._pos_known.items()}}
         return {"resourceVersion": self._pos_rv, "known": copy.deepcopy(self._pos_known)}
 
     def start(self) -> "ResourceWatcher":
