@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import selectors
 import socket
 import struct
@@ -37,6 +38,7 @@ from statemachines.model.records import Ignored, decode
 from vcbus.bus import subjects as s
 from vcbus.bus.connecting import open_bus
 from vcbus.bus.reading import read_stream
+from vcbus.k8s import positions
 from vcbus.k8s.bridge import BRIDGE_BUCKET, Bridge, position_key
 from vcbus.k8s.watching import api_request, resource_kind
 
@@ -182,7 +184,7 @@ async def stored(js, resource: str, ns: str) -> dict | None:
         entry = await kv.get(position_key(resource, ns))
     except KeyNotFoundError:
         return None
-    return json.loads(entry.value) if entry.value else None
+    return positions.decode(entry.value)  # plain JSON, or compressed when large
 
 
 def _known_rvs(known: dict) -> dict[str, str]:
@@ -402,6 +404,29 @@ async def test_restart_resumes_from_the_stored_position(k8s, k8s_namespace, js):
     assert_no_repeats(recs)
     assert [r.seq for r in recs] == sorted(r.seq for r in recs)
     assert second.published == 3, "the restarted bridge re-published what the first had stored"
+
+
+async def test_a_stored_position_that_cannot_be_read_is_a_fresh_list(k8s, k8s_namespace, js, caplog):
+    """A corrupt value under a resource's key (vcbus.k8s.positions): a warning, a list from scratch,
+    the bridge goes on; the next position it stores can be read again."""
+    api = k8s.api_client()
+    ns = k8s_namespace
+    await create(api, "commands", ns, command("b", "a"))
+    async with bridge_running(js, api, ns) as first:  # makes the bucket
+        await wait_recs(js, ns, 1)
+        await wait_settled(js, first)
+    kv = await js.key_value(BRIDGE_BUCKET)
+    await kv.put(position_key("commands", ns), b"vcbus-zlib:\x00 torn")
+    await create(api, "commands", ns, command("c", "a"))
+    with caplog.at_level(logging.WARNING, logger="vcbus.bridge"):
+        async with bridge_running(js, api, ns) as second:
+            recs = await wait_recs(js, ns, 2)
+            await wait_settled(js, second)
+            assert second.watchers["commands"].relists == 1  # listed from scratch
+    assert "cannot be read" in caplog.text and "listing from scratch" in caplog.text
+    assert sorted(r.short for r in recs) == [("ADDED", "Command", "b"), ("ADDED", "Command", "c")]
+    snap = await stored(js, "commands", ns)
+    assert snap is not None and len(snap["known"]) == 2
 
 
 @pytest.mark.slow

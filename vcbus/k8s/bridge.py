@@ -30,7 +30,8 @@ every `SAVE_EVERY` seconds while events keep coming, since the position holds
 every known object and costs in proportion to them. A restarted bridge resumes
 from there: it publishes again at most what came after the last save, and
 JetStream drops those records as duplicates (the same `Nats-Msg-Id`, within
-the stream's duplicate window).
+the stream's duplicate window). A large position is stored compressed, and one
+that cannot be read is ignored with a warning (`vcbus.k8s.positions`).
 A cluster-scoped resource has one key whatever the namespace (`nodes`).
 
 Start-up order: Volcano's job controller starts its workers only once every
@@ -63,6 +64,7 @@ from nats.js.errors import KeyNotFoundError
 
 from statemachines.model.records import decode
 from vcbus.bus.publisher import Publisher, prepare
+from vcbus.k8s import positions
 from vcbus.k8s.apierrors import PermissionDenied, denied, permission_denied
 from vcbus.k8s.redaction import redact_job
 from vcbus.k8s.watching import ResourceWatcher, resource_kind
@@ -85,7 +87,6 @@ def pod_wanted(pod: dict, scheduler_names: tuple[str, ...] = SCHEDULER_NAMES) ->
     spec = pod.get("spec") or {}
     return spec.get("schedulerName") in scheduler_names or bool(spec.get("nodeName"))
 _enc = msgspec.json.Encoder()
-_dec = msgspec.json.Decoder()
 
 
 def observed_now() -> str:
@@ -191,7 +192,7 @@ class Bridge:
         key = position_key(resource, self.namespace)
         with contextlib.suppress(KeyNotFoundError):
             entry = await kv.get(key)
-            snapshot = _dec.decode(entry.value) if entry.value else None
+            snapshot = positions.decode(entry.value, key=key)
         if snapshot:
             watcher = ResourceWatcher.from_snapshot(self.api, resource, snapshot, namespace=self.namespace,
                                                     **self._selectors(resource))
@@ -263,5 +264,5 @@ class Bridge:
     @staticmethod
     async def _save(kv: Any, key: str, watcher: ResourceWatcher) -> str | None:
         snap = watcher.snapshot(transform=trim)  # each object's metadata only: no copy of whole objects
-        await kv.put(key, _enc.encode(snap))
+        await kv.put(key, positions.encode(snap))
         return snap["resourceVersion"]
