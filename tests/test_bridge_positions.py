@@ -65,6 +65,8 @@ def test_a_position_of_twenty_thousand_pods_fits_the_servers_max_payload():
     (b"[1, 2, 3]", "not a watch position"),
     (b'{"resourceVersion": 7, "known": {}}', "resourceVersion is not a string"),
     (b'{"resourceVersion": "7", "known": []}', "not a watch position"),
+    (b'{"resourceVersion": "7", "known": {"u": 3}}', "not an object with metadata"),
+    (b'{"resourceVersion": "7", "known": {"u": {"metadata": "x"}}}', "not an object with metadata"),
     (positions.MAGIC + b"\x00\x01 not zlib", "cannot be read"),
     (positions.MAGIC + zlib.compress(b'{"resourceVersion": "1", "known": {}}')[:-6], "cannot be read"),
 ])

@@ -190,7 +190,10 @@ def test_the_recording_has_every_kind_in_resource_version_order_and_replays(run)
         types = {r["type"] for r in recs if r["object"]["kind"] == kind and r["object"]["metadata"].get("namespace")
                  in (None, run["ns"])}
         assert {"ADDED", "DELETED"} <= types, kind
-    assert all("managedFields" not in r["object"]["metadata"] for r in recs)
+    # managedFields keep who wrote and when (the replay's clock), never their field sets
+    writes = [e for r in recs for e in r["object"]["metadata"].get("managedFields", [])]
+    assert writes and all(set(e) <= {"manager", "operation", "time"} and e["time"] for e in writes)
+    assert all(r["object"]["metadata"].get("managedFields") for r in recs if r["object"]["kind"] == "PodGroup")
     assert f"recorded {len(recs)} records" in run["stderr"]["all"]
     report, err = replay(log)
     (job,) = [j for j in report["jobs"] if j["namespace"] == run["ns"]]

@@ -53,6 +53,9 @@ def decode(value: bytes | None, *, key: str = "") -> dict[str, Any] | None:
         position = _dec.decode(raw)
         if not isinstance(position, dict) or not isinstance(position.get("known", {}), dict):
             raise ValueError("not a watch position (an object with resourceVersion and known)")
+        if not all(isinstance(obj, dict) and isinstance(obj.get("metadata", {}), dict)
+                   for obj in position.get("known", {}).values()):
+            raise ValueError("a known object is not an object with metadata")
         rv = position.get("resourceVersion")
         if rv is not None and not isinstance(rv, str):
             raise ValueError("resourceVersion is not a string")

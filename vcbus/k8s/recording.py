@@ -3,8 +3,9 @@
 kubectl watches one resource type at a time, and per-kind logs replayed one
 after the other give wrong results. `Recorder` writes one log in the format
 `vcbus replay` reads (`{"type", "object"}` JSON lines, objects as kubectl
-prints them, managedFields dropped), in resourceVersion order, the order etcd
-wrote the changes in (all kinds share its revision counter):
+prints them, but managedFields reduced to who wrote and when: the field sets
+go, the times stay for the replay's clock), in resourceVersion order, the
+order etcd wrote the changes in (all kinds share its revision counter):
 
 1. **One snapshot.** The first kind is listed at the latest revision R, every
    other kind *at* R (`resourceVersionMatch=Exact`), so all lists show the
@@ -143,7 +144,7 @@ class Recorder:
             self._positions[rk.name] = rv
             self._known[rk.name] = {}
             for obj in items:
-                obj = normalize(obj, rk)
+                obj = normalize(obj, rk, write_times=True)
                 if not self.scope.keeps(rk, obj):
                     continue
                 uid = (obj.get("metadata") or {}).get("uid")
@@ -211,6 +212,7 @@ class Recorder:
                 self.api, rk, namespace=self.scope.namespace_of(rk),
                 label_selector=q["labelSelector"] or "", field_selector=q["fieldSelector"],
                 resource_version=self._positions[rk.name] or None, known=self._known.pop(rk.name, {}),
+                write_times=True,
             )
             self._watchers.append(watcher)
             watcher.start()

@@ -207,8 +207,16 @@ def api_request(
     return json.loads(data) if data else None
 
 
-def normalize(obj: dict, rk: ResourceKind) -> dict:
-    """The object as kubectl prints it: apiVersion/kind set, managedFields dropped."""
+WRITE_KEYS = ("manager", "operation", "time")  # what `write_times` keeps of a managedFields entry
+
+
+def normalize(obj: dict, rk: ResourceKind, *, write_times: bool = False) -> dict:
+    """The object as kubectl prints it: apiVersion/kind set, managedFields dropped.
+
+    `write_times` (recordings): each managedFields entry keeps who wrote and when (`WRITE_KEYS`),
+    and only its field set (the bulk) goes. A replay's clock reads those times where a log
+    carries none of its own (statemachines.model.record_time), so a recording then replays
+    with the same times as kubectl's output of the same changes."""
     obj.setdefault("apiVersion", rk.api_version)
     obj.setdefault("kind", rk.kind)
     # Keep apiVersion/kind first, as kubectl does.
@@ -216,7 +224,11 @@ def normalize(obj: dict, rk: ResourceKind) -> dict:
     out = {**head, **obj}
     meta = out.get("metadata")
     if isinstance(meta, dict):
-        meta.pop("managedFields", None)
+        fields = meta.pop("managedFields", None)
+        if write_times and isinstance(fields, list):
+            kept = [{k: e[k] for k in WRITE_KEYS if k in e} for e in fields if isinstance(e, dict) and e.get("time")]
+            if kept:
+                meta["managedFields"] = kept
     return out
 
 
@@ -275,6 +287,7 @@ class ResourceWatcher:
         backoff_max: float = 5.0,
         page_size: int = 500,
         queue_size: int = 1000,
+        write_times: bool = False,
     ):
         self.api = api_client
         self.rk = resource_kind(resource)
@@ -286,6 +299,7 @@ class ResourceWatcher:
         self.backoff_initial = backoff_initial
         self.backoff_max = backoff_max
         self.page_size = page_size
+        self.write_times = write_times  # objects keep their managedFields' write times (`normalize`)
 
         # Thread side: what has been queued.
         self._rv: str | None = resource_version or None
@@ -520,7 +534,7 @@ class ResourceWatcher:
 
         current = {}
         for obj in items:
-            obj = normalize(obj, self.rk)
+            obj = normalize(obj, self.rk, write_times=self.write_times)
             current[obj["metadata"]["uid"]] = obj
         events: list[tuple[str, dict]] = []
         for uid, old in list(self._known.items()):
@@ -594,7 +608,7 @@ class ResourceWatcher:
                 if t not in ("ADDED", "MODIFIED", "DELETED"):
                     log.warning("watch %s: ignoring event type %r", self.rk.name, t)
                     continue
-                self._emit(t, normalize(obj, self.rk), rv)
+                self._emit(t, normalize(obj, self.rk, write_times=self.write_times), rv)
                 if rv:
                     self._rv = rv
         except _Stopped:
