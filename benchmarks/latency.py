@@ -74,8 +74,6 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from kubernetes import client  # noqa: E402
-
 from tests import k8s_env  # noqa: E402
 from vcbus.k8s.podsim import PodSimulator  # noqa: E402
 from vcbus.k8s.watching import api_request  # noqa: E402
