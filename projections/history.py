@@ -37,6 +37,33 @@ class JobHistory:
         self.errors: list[o.SyncFailed] = []
 
 
+def _route(cls: type, keep_commands: bool) -> str | None:
+    """The `JobHistory` field an output class goes to ("observed": JobObserved), or None.
+
+    Worked out once per class (`HistoryView.apply` looks it up in `_ROUTES`): a
+    replay applies every output, and these checks in order cost more than the
+    append itself."""
+    if issubclass(cls, o.ActionResolved):
+        return "actions"
+    if issubclass(cls, o.PhaseChanged):
+        return "phases"
+    if issubclass(cls, o.JobObserved):
+        return "observed"
+    if issubclass(cls, o.Divergence):
+        return "divergences"
+    if issubclass(cls, (o.TimerScheduled, o.TimerFired, o.TimerCancelled)):
+        return "timers"
+    if issubclass(cls, o.SyncFailed):
+        return "errors"
+    if keep_commands and issubclass(cls, o.COMMANDS) and not issubclass(cls, o.UpdateJobStatus):
+        return "commands"
+    return None
+
+
+_ROUTES: dict[tuple[type, bool], str | None] = {}  # (output class, keep_commands) -> `_route`'s answer
+_ACTION = o.ActionResolved
+
+
 class HistoryView:
     def __init__(self, *, keep_commands: bool = True, enabled: bool = True) -> None:
         self.jobs: dict[str, JobHistory] = {}
@@ -59,22 +86,28 @@ class HistoryView:
         if pos < self.position:
             return False
         self.position = pos
-        if isinstance(event, o.ActionResolved):
-            self._job(event.job).actions.append(event)
-        elif isinstance(event, o.PhaseChanged):
-            self._job(event.job).phases.append(event)
-        elif isinstance(event, o.JobObserved):
-            h = self._job(event.job)
-            h.observed = event
-            h.uid = event.uid
-        elif isinstance(event, o.Divergence):
-            self._job(event.job).divergences.append(event)
-        elif isinstance(event, (o.TimerScheduled, o.TimerFired, o.TimerCancelled)):
-            self._job(event.job).timers.append(event)
-        elif isinstance(event, o.SyncFailed):
-            self._job(event.job).errors.append(event)
-        elif self.keep_commands and isinstance(event, o.COMMANDS) and not isinstance(event, o.UpdateJobStatus):
-            self._job(event.job).commands.append(event)
+        cls = event.__class__
+        if cls is _ACTION:  # most outputs: one per request
+            h = self.jobs.get(event.job)
+            if h is None:
+                h = self.jobs[event.job] = JobHistory(event.job)
+            h.actions.append(event)  # type: ignore[arg-type]
+            return True
+        key = (cls, self.keep_commands)
+        try:
+            field = _ROUTES[key]
+        except KeyError:
+            field = _ROUTES[key] = _route(*key)
+        if field is None:
+            return True
+        h = self.jobs.get(event.job)
+        if h is None:
+            h = self.jobs[event.job] = JobHistory(event.job)
+        if field == "observed":
+            h.observed = event  # type: ignore[assignment]
+            h.uid = event.uid  # type: ignore[attr-defined]
+        else:
+            getattr(h, field).append(event)
         return True
 
     def apply_all(self, events: Iterable[o.Output]) -> "HistoryView":

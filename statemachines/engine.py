@@ -165,7 +165,8 @@ class Engine:
             return out
         obj = record.object  # type: ignore[union-attr]
         kind = obj.__class__
-        when = record.time or object_time(obj)  # type: ignore[union-attr]
+        # the object's time, when the decoder has not worked it out already (`Observed.at`)
+        when = record.time or record.at or object_time(obj)  # type: ignore[union-attr]
         if when:
             when = normalize(when)
             if when > self.now:

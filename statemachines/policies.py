@@ -82,8 +82,14 @@ def _resolved(policy: LifecyclePolicy, label: str, why: list[str]) -> Resolution
     )
 
 
-def resolve(job: Job, req: Request, *, version: int, explain: bool = False) -> Resolution:
-    """Volcano's applyPolicies for `req` against `job`'s spec; `version` is the job's status version."""
+def resolve(
+    job: Job, req: Request, *, version: int, explain: bool = False, memo: dict | None = None
+) -> Resolution:
+    """Volcano's applyPolicies for `req` against `job`'s spec; `version` is the job's status version.
+
+    `memo`: a dict the caller keeps for this very spec object (and only it), in which the
+    policy match is remembered per (event, task, exit code): the pods of a job ask the same
+    questions over and over, and the answer depends on nothing else. Unused with `explain`."""
     if req.action:
         return Resolution(action=req.action, policy="command" if req.source == "command" else req.source)
     internal = _INTERNAL.get(req.event)
@@ -95,7 +101,22 @@ def resolve(job: Job, req: Request, *, version: int, explain: bool = False) -> R
         return Resolution(
             action=_SYNC_JOB, reason=f"event from job version {req.job_version} < current {version}"
         )
-    why: list[str] | None = [] if explain else None
+    if memo is not None and not explain:
+        key = (req.event, req.task, req.exit_code)
+        res = memo.get(key)
+        if res is None:
+            res = _match_policies(job, req, None)
+            if len(memo) < _MEMO_MAX:
+                memo[key] = res
+        return res
+    return _match_policies(job, req, [] if explain else None)
+
+
+_MEMO_MAX = 64  # answers kept per spec: a few events x tasks, and exit codes, which a log could vary without end
+
+
+def _match_policies(job: Job, req: Request, why: list[str] | None) -> Resolution:
+    """The task's policies, then the job's, in list order (resolve's last step)."""
     if req.task:
         for task in job.spec.tasks:
             if task.name == req.task:

@@ -24,6 +24,7 @@ from statemachines.job.handling import DEFAULT, PodOp
 from statemachines.job.kill import Target, kill_job, kill_target
 from statemachines.job.machine import HANDLERS, handling
 from statemachines.job.sync import SyncError, sync_job
+from statemachines.job.writes import spec_facts
 from statemachines.model.vocabulary import Action, Event, Phase
 from statemachines.policies import Request, resolve
 from statemachines.timers.rules import Timer, cancels_on_execute
@@ -64,7 +65,8 @@ def process(engine: Any, entry: JobEntry, req: Request) -> None:
         rule_a(engine, entry, req)
     if entry.job is None or entry.status is None:
         return
-    res = resolve(entry.job, req, version=entry.status.version, explain=engine.explain)
+    res = resolve(entry.job, req, version=entry.status.version, explain=engine.explain,
+                  memo=spec_facts(entry).resolutions)
     phase = entry.status.state.phase
     engine.executing = (req, res)
     engine.out.append(  # engine.emit, inlined: one of these per request

@@ -19,6 +19,8 @@ from statemachines.model.status import JobStatus
 
 class JobContext(Protocol):
     now: str  # the time of the record being handled (RFC 3339)
+    seq: int  # the record's position, stamped on every output
+    out: list  # the record's outputs so far (`emit` appends to it; hot paths append themselves)
     spec_changed: bool  # the request being handled comes from a change of the job spec
 
     def emit(self, cls: type, entry: JobEntry, **fields: Any) -> None:

@@ -35,6 +35,7 @@ from statemachines.task.machine import PODS_CHANGED
 
 
 _PENDING = Phase.PENDING.value  # plain str: a StrEnum member is slow to compare and hash
+IDLE_MEMO = True  # remember when the reconciliation had nothing to do (`JobEntry.idle`); off: tests compare
 
 
 class SyncError(Exception):
@@ -75,7 +76,7 @@ def sync_job(ctx: JobContext, entry: JobEntry, handling: Handling, action: str) 
                 bookkeep_plugins(status, plugins, add=True)
             if added:  # OnJobAdd runs on every Pending sync; it only creates what is missing
                 ctx.emit(o.PluginHook, entry, hook="OnJobAdd", plugins=plugins)
-        if job_volumes(entry):  # else there is nothing to book
+        if facts.volumes if facts.volumes_read else job_volumes(entry):  # else there is nothing to book
             if status is entry.status:
                 status = copy_status(status)
             bookkeep_volumes(ctx, entry, status)
@@ -103,6 +104,12 @@ def sync_job(ctx: JobContext, entry: JobEntry, handling: Handling, action: str) 
         return
 
     # Pod reconciliation (§6.1 step 8): count the expected pods, find missing and surplus ones.
+    tasks = entry.tasks
+    idle = entry.idle
+    if (idle is not None and idle[0] == tasks.epoch and idle[1] is status and idle[2] is job.spec
+            and idle[3] is pg and idle[4] == pg.phase and idle[5] is handling):
+        return  # nothing the rest reads has changed since it last found nothing to do (`JobEntry.idle`)
+    exact = True  # every task has exactly its expected pods, none deleting or out of sync
     terminating = 0
     per_task: dict[str, dict[str, int]] = {}
     to_create: list[tuple[TaskSpec, int, str]] = []
@@ -122,6 +129,7 @@ def sync_job(ctx: JobContext, entry: JobEntry, handling: Handling, action: str) 
             if counter:
                 per_task[task.name] = counter
             continue
+        exact = False
         counter = {}
         found = 0
         for pod_name, pod in pods.items():
@@ -141,6 +149,44 @@ def sync_job(ctx: JobContext, entry: JobEntry, handling: Handling, action: str) 
         if found < len(names):
             to_create.extend((task, i, n) for i, n in enumerate(names) if n not in pods)
 
+    if to_create:
+        _create(ctx, entry, to_create, per_task, status)
+
+    for pod, why in to_delete:
+        if not pod.deleting:
+            ctx.emit(o.DeletePod, entry, name=pod.name, uid=pod.uid, task=pod.task, mark_out_of_sync=False, reason=why)
+            entry.tasks.forget(pod)
+            pod.deleting = True
+            entry.tasks.count(pod)
+        terminating += 1
+
+    new = JobStatus(
+        state=msgspec.structs.replace(status.state),
+        version=status.version,
+        min_available=job.spec.min_available,
+        controlled_resources=status.controlled_resources,
+        conditions=status.conditions,
+        retry_count=status.retry_count,
+        terminating=terminating,
+    )
+    set_counts(new, per_task)
+    guard = status_function(entry, new, handling)
+    if new == status:
+        if exact and not to_create and IDLE_MEMO:
+            entry.idle = (tasks.epoch, status, job.spec, pg, pg.phase, handling)
+        return
+    set_transition(new, ctx.now)
+    write_status(ctx, entry, new, action, guard)
+    if exact and not to_create and guard is None and not handling.retry and IDLE_MEMO:
+        # the same counts again would give the same status: this one (`JobEntry.idle`)
+        entry.idle = (tasks.epoch, new, job.spec, pg, pg.phase, handling)
+
+
+def _create(ctx: JobContext, entry: JobEntry, to_create: list[tuple[TaskSpec, int, str]],
+            per_task: dict[str, dict[str, int]], status: JobStatus) -> None:
+    """The missing pods of syncJob's reconciliation: CreatePod for each whose dependencies are ready."""
+    job = entry.job
+    assert job is not None
     blocked: dict[str, bool] = {}
     created: list[str] = []
     for task, index, pod_name in to_create:
@@ -165,32 +211,9 @@ def sync_job(ctx: JobContext, entry: JobEntry, handling: Handling, action: str) 
         created.append(task.name)
         counter = per_task.setdefault(task.name, {})
         counter["Pending"] = counter.get("Pending", 0) + 1
-    for name in dict.fromkeys(created):  # the task machine sees the created pods, once per task
-        step_task(ctx, entry, name, PODS_CHANGED)
-
-    for pod, why in to_delete:
-        if not pod.deleting:
-            ctx.emit(o.DeletePod, entry, name=pod.name, uid=pod.uid, task=pod.task, mark_out_of_sync=False, reason=why)
-            entry.tasks.forget(pod)
-            pod.deleting = True
-            entry.tasks.count(pod)
-        terminating += 1
-
-    new = JobStatus(
-        state=msgspec.structs.replace(status.state),
-        version=status.version,
-        min_available=job.spec.min_available,
-        controlled_resources=status.controlled_resources,
-        conditions=status.conditions,
-        retry_count=status.retry_count,
-        terminating=terminating,
-    )
-    set_counts(new, per_task)
-    guard = status_function(entry, new, handling)
-    if new == status:
-        return
-    set_transition(new, ctx.now)
-    write_status(ctx, entry, new, action, guard)
+    if created:
+        for name in dict.fromkeys(created):  # the task machine sees the created pods, once per task
+            step_task(ctx, entry, name, PODS_CHANGED)
 
 
 def expected_pod_names(entry: JobEntry) -> dict[str, tuple[list[str] | PodNames, frozenset[str] | PodNames]]:

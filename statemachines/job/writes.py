@@ -20,7 +20,7 @@ from statemachines import outputs as o
 from statemachines.cache import JobEntry, PodGroupState
 from statemachines.job.causes import guard_text
 from statemachines.job.context import JobContext
-from statemachines.job.handling import Check, Handling, retries_exhausted
+from statemachines.job.handling import Check, Handling, retries_exhausted, total_replicas
 from statemachines.job.machine import HANDLERS, fire_why
 from statemachines.manifests.pod import pvc_name
 from statemachines.model.status import JobStatus
@@ -39,7 +39,8 @@ def status_function(entry: JobEntry, status: JobStatus, handling: Handling) -> s
         status.retry_count += 1
     phase = status.state.phase
     source = phase if phase in HANDLERS else _PENDING
-    check = Check(entry.job.spec, status)  # type: ignore[union-attr]
+    facts = spec_facts(entry)
+    check = Check(facts.spec, status, facts.replicas)  # the spec's total replicas, summed once per spec
     dest, guards = fire_why(source, handling.trigger, check)
     if dest is None:
         return None
@@ -64,8 +65,10 @@ def write_status(ctx: JobContext, entry: JobEntry, status: JobStatus, action: st
         trail.append((status.state.phase, status.retry_count))
         if len(trail) > 64:
             del trail[:-64]
-    ctx.emit(o.UpdateJobStatus, entry, status=status, job_version=status.version)
-    ctx.emit(o.StatusChanged, entry, status=status)
+    # ctx.emit, inlined: a pair of these for most pod records
+    out, key, seq, now = ctx.out, entry.key, ctx.seq, ctx.now
+    out.append(o.UpdateJobStatus(job=key, seq=seq, time=now, status=status, job_version=status.version))
+    out.append(o.StatusChanged(job=key, seq=seq, time=now, status=status))
     if status.state.phase != old_phase:
         ctx.emit(
             o.PhaseChanged,
@@ -83,7 +86,7 @@ def write_status(ctx: JobContext, entry: JobEntry, status: JobStatus, action: st
 class SpecFacts:
     """What the controller derives from one job spec object, made once (`spec_facts`)."""
 
-    __slots__ = ("spec", "plugins", "plugin_resources", "wanted", "volumes", "volumes_read")
+    __slots__ = ("spec", "plugins", "plugin_resources", "wanted", "volumes", "volumes_read", "replicas", "resolutions")
 
     def __init__(self, entry: JobEntry) -> None:
         spec = self.spec = entry.job.spec  # type: ignore[union-attr]
@@ -93,6 +96,8 @@ class SpecFacts:
         self.wanted = (spec.min_available, _min_task_member(entry), spec.priority_class_name)  # PodGroup spec
         self.volumes: list[dict] | None = None  # spec.volumes decoded, on first need (bookkeep_volumes)
         self.volumes_read = False
+        self.replicas = total_replicas(spec)  # what most guards compare with (`Check.replicas`)
+        self.resolutions: dict = {}  # the policies' answers for this spec (`statemachines.policies.resolve`'s memo)
 
 
 def spec_facts(entry: JobEntry) -> SpecFacts:

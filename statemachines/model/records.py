@@ -43,6 +43,9 @@ class Observed(Struct, frozen=True, gc=False):
     time: str | None = None
     # timestamps that were not RFC 3339 and were treated as absent ("time: 'x' is not a time")
     notes: tuple[str, ...] = ()
+    # when the object was written (`record_time.object_time`), if the decoder already worked it out
+    # (replay: `timestamps.object_time_if_valid`); None: not worked out (or no time at all)
+    at: str | None = None
 
 
 class Ignored(Struct, frozen=True):

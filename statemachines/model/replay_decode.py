@@ -26,7 +26,7 @@ from statemachines.model.objects import (
     Queue,
 )
 from statemachines.model.records import NAMESPACED, WATCH_TYPES, Decoded, Observed, checked_times, decode
-from statemachines.model.timestamps import all_valid
+from statemachines.model.timestamps import INVALID, object_time_if_valid
 
 class _JobSpecRaw(Struct, frozen=True, tag_field="kind", tag="Job", rename="camel", gc=False):
     """A vcjob with its spec left as bytes: a job's spec rarely changes between its records."""
@@ -139,8 +139,10 @@ def _checked_env(rtype: str, obj: KnownObject, when: str | None, data: bytes) ->
     api_version = obj.api_version
     if (api_version and api_version != _API_OF[cls]) or not meta.name or (cls in _NAMESPACED and not meta.namespace):
         return decode(data)
-    rec = Observed(rtype, obj, when)
-    return rec if all_valid(when, obj) else checked_times(rec)
+    at = object_time_if_valid(when, obj)  # every timestamp checked, and the object's time
+    if at is INVALID:
+        return checked_times(Observed(rtype, obj, when))
+    return Observed(rtype, obj, when, (), at)
 
 
 _API_OF = {cls: API_VERSIONS[cls.__name__] for cls in (Job, Pod, PodGroup, Queue, Command)}

@@ -73,7 +73,9 @@ def set_counts(status: JobStatus, per_task: dict[str, dict[str, int]]) -> None:
         status.task_status_count = None
         return
     pending = running = succeeded = failed = unknown = 0
-    for counter in per_task.values():  # a counter usually holds one or two phases
+    counts: dict[str, dict[str, dict[str, int]]] = {}
+    for task, counter in per_task.items():  # a counter usually holds one or two phases
+        counts[task] = {"phase": counter}
         for phase, n in counter.items():
             if phase == "Running":
                 running += n
@@ -88,7 +90,7 @@ def set_counts(status: JobStatus, per_task: dict[str, dict[str, int]]) -> None:
     status.pending, status.running, status.succeeded = pending, running, succeeded
     status.failed, status.unknown = failed, unknown
     # An empty map is left out of the JSON, so it reads back as nil (docs/fidelity.md).
-    status.task_status_count = {t: {"phase": c} for t, c in per_task.items()}
+    status.task_status_count = counts
 
 
 def initial_status(min_available: int, now: str) -> JobStatus:

@@ -117,22 +117,27 @@ def counts_of(pods: "object") -> TaskCounts:
 class TaskBook:
     """One job's per-task counts and the task machine's phase of each task."""
 
-    __slots__ = ("counts", "phases", "spec", "by_name")
+    __slots__ = ("counts", "phases", "spec", "by_name", "epoch")
 
     def __init__(self) -> None:
         self.counts: dict[str, TaskCounts] = {}
+        # +1 on every change of the counts, which every change of the job's cached pods goes
+        # through (a pod in or out, a phase, restarts, a flag): syncJob's memo compares it
+        self.epoch = 0
         self.phases: dict[str, str] = {}  # task -> TaskPhase value; absent: Pending (never moved)
         self.spec: object = None  # the job spec `by_name` was made from
         self.by_name: dict = {}  # task name -> TaskSpec
 
     def forget(self, pod: CachedPod) -> None:
         """Take `pod`'s contribution out (before it changes or leaves the cache)."""
+        self.epoch += 1
         counts = self.counts.get(pod.task)
         if counts is not None:
             counts.add(pod, -1)
 
     def count(self, pod: CachedPod) -> None:
         """Put `pod`'s contribution in (after it entered the cache or changed)."""
+        self.epoch += 1
         counts = self.counts.get(pod.task)
         if counts is None:
             counts = self.counts[pod.task] = TaskCounts()
@@ -140,6 +145,7 @@ class TaskBook:
 
     def recount(self, pod: CachedPod, phase: str, restarts: int, flagged: bool) -> None:
         """`pod` changed in place from (phase, restarts, flagged): move its contribution."""
+        self.epoch += 1
         counts = self.of(pod.task)
         counts.add_values(phase, restarts, flagged, -1)
         counts.add(pod, 1)
