@@ -1,18 +1,21 @@
 """Pod failure to the API call, at light load, stage by stage, on a real API server.
 
-    .venv/bin/python benchmarks/latency.py            # 20 single failures
-    .venv/bin/python benchmarks/latency.py --quick    # 8 failures, under a minute
+    .venv/bin/python benchmarks/latency.py            # 20 single failures of each job shape
+    .venv/bin/python benchmarks/latency.py --quick    # 8 of each, under a minute
     .venv/bin/python benchmarks/latency.py --json     # one JSON object; headline under "ratio"
 
 What runs: the test suite's real etcd + kube-apiserver (tests/k8s_env.py, the
 envtest binaries of `scripts/envtest.sh`), an embedded nats-server (fsync
-always, as `vcbus up` runs it), and in this process the bridge, one decider
-and the actuator exactly as `vcbus up --kubeconfig` assembles them
-(vcbus.k8s.cluster.ClusterSide, vcbus.bus.decider.Decider with the pod
-renderer). This process plays the scheduler and the kubelets
+always, as `vcbus up` runs it), and in a process of their own the bridge,
+one decider and the actuator exactly as `vcbus up --kubeconfig` assembles
+them (vcbus.k8s.cluster.ClusterSide, vcbus.bus.decider.Decider with the pod
+renderer; `VcbusProcess`), so that nothing the benchmark does shares their
+interpreter. The benchmark's process plays the scheduler and the kubelets
 (vcbus.k8s.podsim): N vcjobs of two workers (policy PodFailed -> RestartJob)
-run; then, one at a time, worker-0 of a job fails and the benchmark waits for
-vcbus's reaction (the DeletePod of its pods) before the next failure.
+and N copies of the seed job (examples/resnet-dist-train.yaml: 1 master + 2
+workers, pytorch and status-mounter) run; then, one at a time, alternating
+between the two, worker-0 of a job fails and the benchmark waits for vcbus's
+reaction (the first DeletePod of its pods) before the next failure.
 
 Timestamps, all on this machine's wall clock:
 
@@ -23,7 +26,8 @@ Timestamps, all on this machine's wall clock:
 - `decided`: the stream timestamp of the first DeletePod command on VCBUS_CMDS
   whose `Nats-Msg-Id` is `<that record's seq>:<index>` (decider);
 - `applied`: the actuator's own debug audit line for that command
-  (`vcbus.actuator`), logged once the API DELETE returned (actuator).
+  (`vcbus.actuator`), logged once the API DELETE returned (actuator), and
+  handed to the benchmark on the vcbus process's stdout.
 
 Stages: apiserver (watched - failed), bridge (recorded - watched), decider
 (decided - recorded), actuator (applied - decided), total (applied - failed).
@@ -40,20 +44,23 @@ server), plus the two API requests every Volcano-compatible controller sends
 for a killed pod (`pkg/controllers/job/job_controller_actions.go`, killPods:
 the PATCH that marks it `volcano.sh/controller-out-of-sync`, then the DELETE;
 a pod on a node, graceful, with a uid precondition), as raw requests
-(`vcbus.k8s.rawcalls`) with nothing else running, on copies of a running
-worker of the run (the same spec and status, owned by no vcjob), each after
-`IDLE` seconds without a request, as the reaction to a failure at light load
-starts. `ratio` = vcbus total p50 /
+(`vcbus.k8s.rawcalls`) with nothing else running (the vcbus process is
+stopped first: while it runs, each request's watch event is recorded and
+decided beside it), on copies of a running worker of the run (the same spec
+and status, owned by no vcjob), each after `IDLE` seconds without a request,
+as the reaction to a failure at light load starts. `ratio` = vcbus total p50 /
 floor p50 (1.0 = nothing but the unavoidable hops).
 
 Volcano's order: Volcano's killPods first PATCHes every victim, then deletes
 them one by one, so for a job of two pods its first DELETE returns after three
-requests (vcbus's actuator sends each DeletePod's PATCH and DELETE together:
-two). `volcano_order_floor_ms` is the watch delivery plus those three raw
-requests, measured in this run: the least a controller that follows Volcano's
-order needs, with no time of its own (no informer, work queue or sync).
-`vs_volcano_order_floor` = vcbus total p50 / that (below 1.0: faster than
-Volcano could possibly be on this API server).
+requests, for the seed job's three pods after four (vcbus's actuator sends each
+DeletePod's PATCH and DELETE together: two). `volcano_order_floor_ms` is the
+watch delivery plus those raw requests, measured in this run: the least a
+controller that follows Volcano's order needs, with no time of its own (no
+informer, work queue or sync). `vs_volcano_order_floor` = vcbus total p50 /
+that (below 1.0: faster than Volcano could possibly be on this API server).
+The top-level stages, `ratio` and `vs_volcano_order_floor` are the two-worker
+jobs'; `seed_job` holds the seed job's stages and its own Volcano-order floor.
 """
 
 from __future__ import annotations
@@ -64,11 +71,14 @@ import json
 import logging
 import pathlib
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
 from typing import Any
+
+import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -89,6 +99,7 @@ DEADLINE = 60.0  # seconds for one step (a busy shared machine)
 
 
 def vcjob(name: str, queue: str) -> dict:
+    """A job of two workers (policy PodFailed -> RestartJob)."""
     template = {"spec": {"containers": [{"name": "main", "image": "busybox",
                                          "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}],
                          "restartPolicy": "OnFailure"}}
@@ -98,6 +109,19 @@ def vcjob(name: str, queue: str) -> dict:
                  "policies": [{"events": ["PodFailed"], "action": "RestartJob"}],
                  "tasks": [{"name": "worker", "replicas": 2, "template": template}]},
     }
+
+
+def seed_job(name: str, queue: str) -> dict:
+    """The seed job of examples/resnet-dist-train.yaml (1 master + 2 workers, pytorch and status-mounter,
+    PodEvicted/PodFailed -> RestartJob, master TaskCompleted -> CompleteJob), with a higher maxRetry."""
+    manifest = yaml.safe_load((ROOT / "examples" / "resnet-dist-train.yaml").read_text())
+    manifest["metadata"] = {"name": name}
+    manifest["spec"]["queue"] = queue
+    manifest["spec"]["maxRetry"] = 3
+    return manifest
+
+
+SHAPES = {"pair": (vcjob, 2), "seed": (seed_job, 3)}  # shape -> (manifest, pods per job)
 
 
 class Audit(logging.Handler):
@@ -111,8 +135,83 @@ class Audit(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         if record.msg.startswith("actuator: %s %s for %s: %s in") and len(record.args) == 5:
             msg_id, kind, _job, result, ms = record.args
-            self.seen[msg_id] = (record.created, kind, result)
-            self.took[msg_id] = float(ms)
+            print(json.dumps([record.created, msg_id, kind, result, float(ms)]), flush=True)  # to the parent
+
+    def feed(self, line: str) -> None:
+        """One line of the vcbus process's audit (`emit` in the child): record it."""
+        created, msg_id, kind, result, ms = json.loads(line)
+        self.seen[msg_id] = (created, kind, result)
+        self.took[msg_id] = ms
+
+
+class VcbusProcess:
+    """The bridge, the decider and the actuator in a process of their own, as `vcbus up` runs them: the
+    benchmark's own work (the kubelets' requests, the raw watch, the polling) never shares its GIL."""
+
+    def __init__(self, nats_url: str, kubeconfig: pathlib.Path, ns: str, log: pathlib.Path) -> None:
+        self.audit = Audit()
+        self.log = log
+        self._err = open(log, "wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, str(pathlib.Path(__file__).resolve()), "--serve", nats_url, str(kubeconfig), ns],
+            stdout=subprocess.PIPE, stderr=self._err, text=True)
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.startswith("["):
+                self.audit.feed(line)
+
+    def check(self) -> None:
+        if self.proc.poll() is not None:
+            tail = self.log.read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"the vcbus process exited ({self.proc.returncode}):\n{tail}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._err.close()
+
+
+async def serve(nats_url: str, kubeconfig: str, ns: str) -> None:
+    """The child: vcbus's bridge, one decider (with the pod renderer) and the actuator, exactly as
+    `vcbus up --kubeconfig` assembles them, until SIGTERM; the actuator's audit lines go to stdout."""
+    import signal
+
+    from kubernetes import config
+
+    from statemachines.engine import Engine
+    from statemachines.manifests.renderer import Renderer
+    from vcbus.bus.connecting import open_bus
+    from vcbus.bus.decider import Decider
+    from vcbus.k8s.cluster import ClusterSide
+    from vcbus.settings import BusSettings
+
+    alog = logging.getLogger("vcbus.actuator")
+    alog.setLevel(logging.DEBUG)
+    alog.addHandler(Audit())
+    alog.propagate = False
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    async with open_bus(BusSettings(nats_url=nats_url), name="latency") as bus:
+        cluster = ClusterSide(bus, config.new_client_from_config(config_file=kubeconfig), namespace=ns)
+        renderer = Renderer()
+        engine = Engine(render_pod=renderer.pod, render_podgroup=renderer.podgroup)
+        decider = Decider(bus, engine=engine)
+        tasks = [asyncio.create_task(decider.run(stop=stop)), *cluster.tasks(stop)]
+        done, _ = await asyncio.wait([*tasks, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED)
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for t in done:
+            if t in tasks and not t.cancelled() and t.exception() is not None:
+                raise t.exception()
 
 
 class PodWatch:
@@ -174,25 +273,17 @@ async def until(what: str, cond, deadline: float = DEADLINE, every: float = 0.01
         await asyncio.sleep(every)
 
 
-async def run(n: int, workdir: pathlib.Path, verbose: bool) -> dict:
-    from statemachines.engine import Engine
-    from statemachines.manifests.renderer import Renderer
+async def run(n: int, workdir: pathlib.Path, verbose: bool, sync_interval: str = "always") -> dict:
     from vcbus.bus.connecting import open_bus
-    from vcbus.bus.decider import Decider
     from vcbus.bus.server import EmbeddedServer
-    from vcbus.k8s.cluster import ClusterSide
     from vcbus.settings import BusSettings
 
     assets = k8s_env.asset_dir()
     if assets is None:
         raise SystemExit(f"latency: {k8s_env.missing_assets_message()}")
     env = k8s_env.EnvTest(assets, workdir / "envtest")
-    server = EmbeddedServer(data_dir=workdir / "nats", sync_interval="always")
-    audit = Audit()
-    alog = logging.getLogger("vcbus.actuator")
-    alog.setLevel(logging.DEBUG)
-    alog.addHandler(audit)
-    alog.propagate = verbose  # --samples: the audit lines on stderr too
+    server = EmbeddedServer(data_dir=workdir / "nats", sync_interval=sync_interval)
+    vcbus = None
     try:
         env.start()
         server.start(timeout=10)
@@ -204,30 +295,27 @@ async def run(n: int, workdir: pathlib.Path, verbose: bool) -> dict:
                                                "metadata": {"name": queue}, "spec": {"weight": 1}})
         api_request(api, "PATCH", f"{QUEUES}/{queue}/status", content_type=MERGE, body={"status": {"state": "Open"}})
         sim.create_node("lat-node", cpu="64", memory="256Gi", pods=250)
-        stop = asyncio.Event()
-        async with open_bus(BusSettings(nats_url=server.url), name="latency") as bus:
-            cluster = ClusterSide(bus, env.api_client(), namespace=ns)  # vcbus's own client, as in `vcbus up`
-            renderer = Renderer()
-            engine = Engine(render_pod=renderer.pod, render_podgroup=renderer.podgroup)
-            decider = Decider(bus, engine=engine)
-            tasks = [asyncio.create_task(decider.run(stop=stop)), *cluster.tasks(stop)]
-            try:
-                samples, template = await drive(api, ns, sim, bus, n, audit, queue, tasks)
-                floor = await measure_floor(api, ns, bus, n, template)
-            finally:
-                stop.set()
-                await asyncio.gather(*tasks, return_exceptions=True)
+        async with open_bus(BusSettings(nats_url=server.url), name="latency-driver") as bus:  # creates the streams
+            vcbus = VcbusProcess(server.url, env.kubeconfig, ns, workdir / "vcbus.log")
+            samples, template = await drive(api, ns, sim, bus, n, vcbus.audit, queue, vcbus.check)
+            vcbus.stop()
+            floor = await measure_floor(api, ns, bus, n, template)
     finally:
-        alog.removeHandler(audit)
-        alog.propagate = True
+        if vcbus is not None:
+            vcbus.stop()
         server.stop()
         env.stop()
-    stages = {k: figures([x[k] for x in samples]) for k in STAGES + PARTS}
+    pair = [x for x in samples if x["shape"] == "pair"]
+    seed = [x for x in samples if x["shape"] == "seed"]
+    stages = {k: figures([x[k] for x in pair]) for k in STAGES + PARTS}
+    seed_stages = {k: figures([x[k] for x in seed]) for k in STAGES + PARTS}
     watch = stages["apiserver"]["p50"]
     floor_p50 = watch + floor["js_publish_ms"]["p50"] * 2 + floor["api_patch_ms"]["p50"] + floor["api_delete_ms"]["p50"]
     volcano = watch + floor["volcano_order_api_ms"]["p50"]
+    volcano_seed = seed_stages["apiserver"]["p50"] + floor["volcano_order_seed_api_ms"]["p50"]  # its pods' watch
     return {
-        "failures": len(samples),
+        "failures": len(pair),
+        "sync_interval": sync_interval,
         "stages_ms": stages,
         "floor_ms": {**floor, "p50": round(floor_p50, 2)},
         "ratio": round(stages["total"]["p50"] / floor_p50, 2) if floor_p50 else None,
@@ -235,22 +323,27 @@ async def run(n: int, workdir: pathlib.Path, verbose: bool) -> dict:
         # PATCH, PATCH, DELETE (a job of two pods) as raw requests, measured in this run
         "volcano_order_floor_ms": round(volcano, 2),
         "vs_volcano_order_floor": round(stages["total"]["p50"] / volcano, 2) if volcano else None,
+        # the same for the seed job (examples/resnet-dist-train.yaml): three PATCHes before the first DELETE
+        "seed_job": {
+            "failures": len(seed),
+            "stages_ms": seed_stages,
+            "volcano_order_floor_ms": round(volcano_seed, 2),
+            "vs_volcano_order_floor": round(seed_stages["total"]["p50"] / volcano_seed, 2) if volcano_seed else None,
+        },
         "samples": samples if verbose else None,
     }
 
 
-def _exc(tasks) -> None:
-    for t in tasks:
-        if t.done() and not t.cancelled() and t.exception() is not None:
-            raise RuntimeError(f"{t.get_name()} failed: {t.exception()!r}") from t.exception()
-
-
-async def drive(api, ns, sim: PodSimulator, bus, n: int, audit: Audit, queue: str, tasks) -> tuple[list[dict], dict]:
+async def drive(api, ns, sim: PodSimulator, bus, n: int, audit: Audit, queue: str, check) -> tuple[list[dict], dict]:
     from vcbus.bus import subjects as s
 
     names = [f"lat-{i:03d}" for i in range(n)]
+    seeds = [f"seed-{i:03d}" for i in range(n)]
     for name in names:
         await asyncio.to_thread(api_request, api, "POST", JOBS.format(ns=ns), body=vcjob(name, queue))
+    for name in seeds:
+        await asyncio.to_thread(api_request, api, "POST", JOBS.format(ns=ns), body=seed_job(name, queue))
+    pods = n * (SHAPES["pair"][1] + SHAPES["seed"][1])
 
     def bring_up() -> bool:  # play the scheduler and the kubelets until every worker runs
         pgs = api_request(api, "GET", PODGROUPS.format(ns=ns))["items"]
@@ -266,10 +359,10 @@ async def drive(api, ns, sim: PodSimulator, bus, n: int, audit: Audit, queue: st
                 sim.start(pod)
                 phase = "Running"
             running += phase == "Running"
-        return running == 2 * n and len(pgs) == n
+        return running == pods and len(pgs) == 2 * n
 
     async def up() -> bool:
-        _exc(tasks)
+        check()
         return await asyncio.to_thread(bring_up)
 
     await until("every worker running", up, deadline=120.0, every=0.2)
@@ -280,13 +373,13 @@ async def drive(api, ns, sim: PodSimulator, bus, n: int, audit: Audit, queue: st
     k8s = bus.js
     samples = []
     try:
-        for name in names:
+        for name, shape in [(job, shape) for pair in zip(names, seeds) for job, shape in zip(pair, SHAPES)]:
             pod = f"{name}-worker-0"
             before = len(audit.seen)
             failed = await asyncio.to_thread(fail, sim, pod, ns)
 
             def reacted() -> str | None:
-                _exc(tasks)
+                check()
                 for mid, (_, kind, _) in list(audit.seen.items())[before:]:
                     if kind == "DeletePod":
                         return mid
@@ -302,6 +395,7 @@ async def drive(api, ns, sim: PodSimulator, bus, n: int, audit: Audit, queue: st
             cmd = await _command(k8s, mid)
             watched = watch.seen.get((pod, "Failed"), float("nan"))
             samples.append({
+                "shape": shape,
                 "apiserver": (watched - failed) * 1e3, "bridge": (recorded - watched) * 1e3,
                 "decider": (cmd - recorded) * 1e3, "actuator": (applied - cmd) * 1e3, "total": (applied - failed) * 1e3,
                 "actuator_api": audit.took[mid], "actuator_wait": (applied - cmd) * 1e3 - audit.took[mid],
@@ -380,12 +474,26 @@ async def measure_floor(api, ns: str, bus, n: int, template: dict) -> dict:
     def delete(name: str, uid: str) -> None:
         rawcalls.call(api, "DELETE", rawcalls.pod_path(ns, name), body={"preconditions": {"uid": uid}})
 
-    def requests() -> tuple[list[float], list[float], list[float]]:
+    def volcano_order(prefix: str, victims: int) -> float:
+        """Volcano's killPods for a job of `victims` pods, after `IDLE` seconds without a request: every
+        PATCH, then the first DELETE (ms until it returned); the other pods are deleted after."""
+        uids = [pod(f"{prefix}-{k}") for k in range(victims)]
+        time.sleep(IDLE)
+        t = time.perf_counter()
+        for k in range(victims):
+            mark(f"{prefix}-{k}")
+        delete(f"{prefix}-0", uids[0])
+        took = (time.perf_counter() - t) * 1e3
+        for k in range(1, victims):
+            delete(f"{prefix}-{k}", uids[k])
+        return took
+
+    def requests() -> dict[str, list[float]]:
         """Raw requests, nothing else running: a PATCH then the DELETE of one pod (what the actuator must
-        send), and Volcano's killPods order for a job of two pods: both PATCHes, then the first DELETE.
+        send), and Volcano's killPods order for a job of two pods and for the seed job's three.
         Each sequence starts after `IDLE` seconds without a request, as a reaction at light load does
         (back to back, the same requests take about 2.5 ms less: a connection and a server kept busy)."""
-        patches, deletes, volcano = [], [], []
+        out: dict[str, list[float]] = {"patch": [], "delete": [], "pair": [], "seed": []}
         for i in range(max(10, n)):
             uid = pod(f"floor-{i}")
             time.sleep(IDLE)
@@ -393,37 +501,40 @@ async def measure_floor(api, ns: str, bus, n: int, template: dict) -> dict:
             mark(f"floor-{i}")
             t1 = time.perf_counter()
             delete(f"floor-{i}", uid)
-            patches.append((t1 - t) * 1e3)
-            deletes.append((time.perf_counter() - t1) * 1e3)
-            a, b = pod(f"floor-{i}-a"), pod(f"floor-{i}-b")
-            time.sleep(IDLE)
-            t = time.perf_counter()
-            mark(f"floor-{i}-a")
-            mark(f"floor-{i}-b")
-            delete(f"floor-{i}-a", a)
-            volcano.append((time.perf_counter() - t) * 1e3)
-            delete(f"floor-{i}-b", b)
-        return patches, deletes, volcano
+            out["patch"].append((t1 - t) * 1e3)
+            out["delete"].append((time.perf_counter() - t1) * 1e3)
+            out["pair"].append(volcano_order(f"floor-{i}-pair", 2))
+            out["seed"].append(volcano_order(f"floor-{i}-seed", 3))
+        return out
 
-    patches, dels, volcano = await asyncio.to_thread(requests)
-    return {"js_publish_ms": figures(pubs), "api_patch_ms": figures(patches), "api_delete_ms": figures(dels),
-            "volcano_order_api_ms": figures(volcano)}
+    got = await asyncio.to_thread(requests)
+    return {"js_publish_ms": figures(pubs), "api_patch_ms": figures(got["patch"]),
+            "api_delete_ms": figures(got["delete"]), "volcano_order_api_ms": figures(got["pair"]),
+            "volcano_order_seed_api_ms": figures(got["seed"])}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="8 failures (under a minute)")
-    ap.add_argument("--failures", type=int, default=None, help="number of single failures (default 20)")
+    ap.add_argument("--quick", action="store_true", help="8 failures of each job shape (under a minute)")
+    ap.add_argument("--failures", type=int, default=None, help="single failures of each job shape (default 20)")
+    ap.add_argument("--sync-interval", default="always", metavar="always|DURATION",
+                    help="the nats-server's fsync interval (default always, as `vcbus up` runs it; e.g. 2m, "
+                         "NATS' own default: see docs/operations.md on what that trades away)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     ap.add_argument("--samples", action="store_true", help="include every sample in the JSON")
+    ap.add_argument("--serve", nargs=3, metavar=("NATS_URL", "KUBECONFIG", "NAMESPACE"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.serve:  # the vcbus process (VcbusProcess)
+        logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+        asyncio.run(serve(*args.serve))
+        return 0
     n = args.failures or (8 if args.quick else 20)
     if n < 1:
         print("latency: --failures must be at least 1", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     with tempfile.TemporaryDirectory(prefix="vcbus-latency-") as tmp:
-        result = asyncio.run(run(n, pathlib.Path(tmp), args.samples))
+        result = asyncio.run(run(n, pathlib.Path(tmp), args.samples, args.sync_interval))
     if not args.samples:
         result.pop("samples")
     if args.json:
@@ -444,6 +555,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  Volcano's order with no time of its own: watch delivery + PATCH, PATCH, DELETE p50 "
           f"{fl['volcano_order_api_ms']['p50']:.2f} = {result['volcano_order_floor_ms']:.2f}; "
           f"vcbus total p50 / that: {result['vs_volcano_order_floor']}")
+    seed = result["seed_job"]
+    print(f"the seed job (examples/resnet-dist-train.yaml, 3 pods), {seed['failures']} single worker failures (ms)")
+    for k in STAGES:
+        f = seed["stages_ms"][k]
+        print(f"  {k:<10} p50 {f['p50']:8.2f}  p99 {f['p99']:8.2f}  mean {f['mean']:8.2f}")
+    print(f"  Volcano's order with no time of its own: watch delivery + PATCH, PATCH, PATCH, DELETE p50 "
+          f"{fl['volcano_order_seed_api_ms']['p50']:.2f} = {seed['volcano_order_floor_ms']:.2f}; "
+          f"vcbus total p50 / that: {seed['vs_volcano_order_floor']}")
     return 0
 
 
