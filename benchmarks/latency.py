@@ -154,7 +154,7 @@ class VcbusProcess:
         self._err = open(log, "wb")
         self.proc = subprocess.Popen(
             [sys.executable, str(pathlib.Path(__file__).resolve()), "--serve", nats_url, str(kubeconfig), ns],
-            stdout=subprocess.PIPE, stderr=self._err, text=True)
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err, text=True)  # stdin: see `serve`
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
 
@@ -182,7 +182,8 @@ class VcbusProcess:
 
 async def serve(nats_url: str, kubeconfig: str, ns: str) -> None:
     """The child: vcbus's bridge, one decider (with the pod renderer) and the actuator, exactly as
-    `vcbus up --kubeconfig` assembles them, until SIGTERM; the actuator's audit lines go to stdout."""
+    `vcbus up --kubeconfig` assembles them, until SIGTERM or until its stdin closes (the benchmark
+    is gone, even killed); the actuator's audit lines go to stdout."""
     import signal
 
     from kubernetes import config
@@ -199,7 +200,14 @@ async def serve(nats_url: str, kubeconfig: str, ns: str) -> None:
     alog.addHandler(Audit())
     alog.propagate = False
     stop = asyncio.Event()
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+
+    def orphaned() -> None:
+        sys.stdin.read()  # EOF: the parent closed the pipe or died
+        loop.call_soon_threadsafe(stop.set)
+
+    threading.Thread(target=orphaned, daemon=True).start()
     async with open_bus(BusSettings(nats_url=nats_url), name="latency") as bus:
         cluster = ClusterSide(bus, config.new_client_from_config(config_file=kubeconfig), namespace=ns)
         renderer = Renderer()
