@@ -121,7 +121,7 @@ def seed_job(name: str, queue: str) -> dict:
     return manifest
 
 
-SHAPES = {"pair": (vcjob, 2), "seed": (seed_job, 3)}  # shape -> (manifest, pods per job)
+SHAPES = {"pair": ("lat", vcjob, 2), "seed": ("seed", seed_job, 3)}  # shape -> (name prefix, manifest, pods per job)
 
 
 class Audit(logging.Handler):
@@ -170,6 +170,7 @@ class VcbusProcess:
             raise RuntimeError(f"the vcbus process exited ({self.proc.returncode}):\n{tail}")
 
     def stop(self) -> None:
+        """Stop the process (SIGTERM, then SIGKILL after 30 s); stopping again does nothing."""
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -306,7 +307,7 @@ async def run(n: int, workdir: pathlib.Path, verbose: bool, sync_interval: str =
         async with open_bus(BusSettings(nats_url=server.url), name="latency-driver") as bus:  # creates the streams
             vcbus = VcbusProcess(server.url, env.kubeconfig, ns, workdir / "vcbus.log")
             samples, template = await drive(api, ns, sim, bus, n, vcbus.audit, queue, vcbus.check)
-            vcbus.stop()
+            vcbus.stop()  # the floor: nothing else running
             floor = await measure_floor(api, ns, bus, n, template)
     finally:
         if vcbus is not None:
@@ -345,13 +346,11 @@ async def run(n: int, workdir: pathlib.Path, verbose: bool, sync_interval: str =
 async def drive(api, ns, sim: PodSimulator, bus, n: int, audit: Audit, queue: str, check) -> tuple[list[dict], dict]:
     from vcbus.bus import subjects as s
 
-    names = [f"lat-{i:03d}" for i in range(n)]
-    seeds = [f"seed-{i:03d}" for i in range(n)]
-    for name in names:
-        await asyncio.to_thread(api_request, api, "POST", JOBS.format(ns=ns), body=vcjob(name, queue))
-    for name in seeds:
-        await asyncio.to_thread(api_request, api, "POST", JOBS.format(ns=ns), body=seed_job(name, queue))
-    pods = n * (SHAPES["pair"][1] + SHAPES["seed"][1])
+    jobs = {shape: [f"{prefix}-{i:03d}" for i in range(n)] for shape, (prefix, _, _) in SHAPES.items()}
+    for shape, (_, manifest, _) in SHAPES.items():
+        for name in jobs[shape]:
+            await asyncio.to_thread(api_request, api, "POST", JOBS.format(ns=ns), body=manifest(name, queue))
+    pods = n * sum(count for _, _, count in SHAPES.values())
 
     def bring_up() -> bool:  # play the scheduler and the kubelets until every worker runs
         pgs = api_request(api, "GET", PODGROUPS.format(ns=ns))["items"]
@@ -367,7 +366,7 @@ async def drive(api, ns, sim: PodSimulator, bus, n: int, audit: Audit, queue: st
                 sim.start(pod)
                 phase = "Running"
             running += phase == "Running"
-        return running == pods and len(pgs) == 2 * n
+        return running == pods and len(pgs) == len(SHAPES) * n
 
     async def up() -> bool:
         check()
@@ -376,12 +375,12 @@ async def drive(api, ns, sim: PodSimulator, bus, n: int, audit: Audit, queue: st
     await until("every worker running", up, deadline=120.0, every=0.2)
     await asyncio.sleep(1.0)  # let the bus settle: light load means nothing else in flight
     # a running worker as it is now (the floor's pods are copies: the same size and status)
-    template = await asyncio.to_thread(api_request, api, "GET", f"/api/v1/namespaces/{ns}/pods/{names[0]}-worker-1")
+    template = await asyncio.to_thread(api_request, api, "GET", f"/api/v1/namespaces/{ns}/pods/{jobs['pair'][0]}-worker-1")
     watch = await asyncio.to_thread(PodWatch, api, ns)
     k8s = bus.js
     samples = []
     try:
-        for name, shape in [(job, shape) for pair in zip(names, seeds) for job, shape in zip(pair, SHAPES)]:
+        for name, shape in [(jobs[shape][i], shape) for i in range(n) for shape in SHAPES]:  # taking turns
             pod = f"{name}-worker-0"
             before = len(audit.seen)
             failed = await asyncio.to_thread(fail, sim, pod, ns)
