@@ -15,9 +15,9 @@ peak RSS is its own:
   decoding each whole record into the engine's full typed views
   (`statemachines.model.objects`: every field the controller may read, of every
   record). It is a floor to measure against, not a lower bound: replay reads
-  less than that (`statemachines.model.replay_decode.decode_replay`: a vcjob's spec is
-  decoded once per distinct spec, a record whose `kind` comes last is decoded
-  as a vcjob without the union's search for its tag), so replay may even be
+  less than that (`statemachines.model.replay_decode.decode_replay`: a vcjob
+  record's spec, when its bytes equal the spec of the job's last record, is cut
+  out before decoding and the spec decoded then reused), so replay may even be
   faster than this floor on the decoding side;
 - dict floor: `msgspec.json.decode` of every record into dicts and lists
   (slower than the typed decode: it builds every field, the typed decoder
