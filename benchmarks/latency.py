@@ -3,6 +3,8 @@
     .venv/bin/python benchmarks/latency.py            # 20 single failures of each job shape
     .venv/bin/python benchmarks/latency.py --quick    # 8 of each, under a minute
     .venv/bin/python benchmarks/latency.py --json     # one JSON object; headline under "ratio"
+    .venv/bin/python benchmarks/latency.py --volcano "$(VOLCANO_SRC=... scripts/volcano-controller.sh)"
+                                                      # and Volcano's own controller, side by side
 
 What runs: the test suite's real etcd + kube-apiserver (tests/k8s_env.py, the
 envtest binaries of `scripts/envtest.sh`), an embedded nats-server (fsync
@@ -61,14 +63,43 @@ informer, work queue or sync). `vs_volcano_order_floor` = vcbus total p50 /
 that (below 1.0: faster than Volcano could possibly be on this API server).
 The top-level stages, `ratio` and `vs_volcano_order_floor` are the two-worker
 jobs'; `seed_job` holds the seed job's stages and its own Volcano-order floor.
+
+One yardstick for any controller: `deleted`, when the raw watch first sees a
+pod of the failed pod's job being deleted (its deletionTimestamp set, or its
+DELETED event), so `delete_seen_ms` = deleted - failed. It needs nothing from
+the controller (no audit line), so it measures Volcano's own controller too.
+
+`--volcano BIN` (vc-controller-manager built from Volcano's source, see
+scripts/volcano-controller.sh): before vcbus runs, the same failures, on the
+same API server, the same job shapes and the same pacing, go to Volcano's
+controller (`--controllers=job-controller`, no leader election, no webhook)
+in a namespace of its own, the benchmark playing the scheduler and the
+kubelets as for vcbus. Its jobs are stored as Volcano's mutating webhook
+would have stored them (`pkg/webhooks/admission/jobs/mutate/mutate_job.go`:
+task minAvailable and maxRetry, the svc plugin beside pytorch), less the
+vendor `status-mounter` plugin, which Volcano does not have (its controller
+fails every sync of a job naming an unknown plugin). Volcano's controller is
+stopped and its pods removed before vcbus starts. Before the first failure,
+for both controllers, the benchmark waits until the controller's process has
+used at most 20 ms of CPU in a second (`Child.settle`): after its jobs start,
+Volcano's controller works on for seconds, throttled by its client's QPS
+limit, and a first failure in that backlog took 1.2-1.7 s instead of 15-20 ms.
+`cpu_ms_per_failure` (vcbus's, and Volcano's under `volcano_controller`) is
+the CPU the controller's process used from the first failure to the end of
+the last reaction, per failure. `volcano_controller` holds
+its `delete_seen_ms` figures (and `seed_job` the seed job's), and
+`vs_volcano_controller` = vcbus `delete_seen_ms` p50 / Volcano's (below 1.0:
+vcbus reacts faster), for each job shape.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
 import json
 import logging
+import os
 import pathlib
 import statistics
 import subprocess
@@ -96,6 +127,8 @@ STAGES = ("apiserver", "bridge", "decider", "actuator", "total")
 PARTS = ("actuator_wait", "actuator_api")  # the actuator stage: until its API calls start, and the calls
 IDLE = 0.4  # seconds without a request before each floor sequence: about the pause before each failure
 DEADLINE = 60.0  # seconds for one step (a busy shared machine)
+VOLCANO_CONTROLLERS = "job-controller"  # it creates the PodGroup and the pods, and reacts to their failures
+VOLCANO_VERBOSITY = 1  # its log (klog -v), in the run's work directory
 
 
 def vcjob(name: str, queue: str) -> dict:
@@ -124,6 +157,30 @@ def seed_job(name: str, queue: str) -> dict:
 SHAPES = {"pair": ("lat", vcjob, 2), "seed": ("seed", seed_job, 3)}  # shape -> (name prefix, manifest, pods per job)
 
 
+def volcano_admitted(manifest: dict) -> dict:
+    """The job as Volcano's mutating webhook stores it (pkg/webhooks/admission/jobs/mutate/mutate_job.go:
+    default queue, scheduler, maxRetry and minAvailable; each task's minAvailable = replicas and maxRetry = 3;
+    the svc plugin beside pytorch, tensorflow, mpi or ray, ssh beside mpi), less the vendor status-mounter
+    plugin: Volcano's controller has no such plugin and fails every sync of a job that names one."""
+    job = copy.deepcopy(manifest)
+    spec = job["spec"]
+    spec["queue"] = spec.get("queue") or "default"
+    spec["schedulerName"] = spec.get("schedulerName") or "volcano"
+    spec["maxRetry"] = spec.get("maxRetry") or 3
+    for task in spec["tasks"]:
+        task.setdefault("minAvailable", task["replicas"])
+        task["maxRetry"] = task.get("maxRetry") or 3
+    spec["minAvailable"] = spec.get("minAvailable") or sum(t["minAvailable"] for t in spec["tasks"])
+    plugins = spec.get("plugins")
+    if plugins is not None:
+        plugins.pop("status-mounter", None)
+        if {"tensorflow", "mpi", "pytorch", "ray"} & plugins.keys():
+            plugins.setdefault("svc", [])
+        if "mpi" in plugins:
+            plugins.setdefault("ssh", [])
+    return job
+
+
 class Audit(logging.Handler):
     """The actuator's debug audit lines: msg id -> (time, command type, result)."""
 
@@ -144,9 +201,56 @@ class Audit(logging.Handler):
         self.took[msg_id] = ms
 
 
-class VcbusProcess:
+class Child:
+    """A controller in a process of its own (`proc`), its stderr in `log`."""
+
+    what = "a child"
+    cpu_per_failure = float("nan")  # ms of CPU the process used per failure, from the first to the last reaction
+    proc: subprocess.Popen
+    log: pathlib.Path
+    _err: Any
+
+    def check(self) -> None:
+        if self.proc.poll() is not None:
+            tail = self.log.read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"{self.what} exited ({self.proc.returncode}):\n{tail}")
+
+    def cpu(self) -> float:
+        """The CPU seconds the process has used (user + system, /proc/PID/stat)."""
+        fields = pathlib.Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    async def settle(self, window: float = 1.0, budget: float = 0.02, deadline: float = 120.0) -> None:
+        """Wait until the process used at most `budget` CPU seconds in `window` seconds: its backlog is done
+        (after the jobs start, Volcano's controller works for seconds more, throttled by its client's QPS
+        limit, so the first failure would measure that queue, not a reaction at light load)."""
+        end = time.monotonic() + deadline
+        while True:
+            self.check()
+            before = self.cpu()
+            await asyncio.sleep(window)
+            if self.cpu() - before <= budget:
+                return
+            if time.monotonic() > end:
+                raise TimeoutError(f"{self.what} still busy after {deadline:.0f}s")
+
+    def stop(self) -> None:
+        """Stop the process (SIGTERM, then SIGKILL after 30 s); stopping again does nothing."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._err.close()
+
+
+class VcbusProcess(Child):
     """The bridge, the decider and the actuator in a process of their own, as `vcbus up` runs them: the
     benchmark's own work (the kubelets' requests, the raw watch, the polling) never shares its GIL."""
+
+    what = "the vcbus process"
 
     def __init__(self, nats_url: str, kubeconfig: pathlib.Path, ns: str, log: pathlib.Path) -> None:
         self.audit = Audit()
@@ -164,21 +268,38 @@ class VcbusProcess:
             if line.startswith("["):
                 self.audit.feed(line)
 
-    def check(self) -> None:
-        if self.proc.poll() is not None:
-            tail = self.log.read_text(errors="replace")[-2000:]
-            raise RuntimeError(f"the vcbus process exited ({self.proc.returncode}):\n{tail}")
 
-    def stop(self) -> None:
-        """Stop the process (SIGTERM, then SIGKILL after 30 s); stopping again does nothing."""
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._err.close()
+class VolcanoProcess(Child):
+    """Volcano's own controller (vc-controller-manager): the job controller only, no leader election; it
+    gets SIGTERM if the benchmark dies (PR_SET_PDEATHSIG), as the vcbus process stops when its pipe closes."""
+
+    what = "Volcano's controller"
+
+    def __init__(self, binary: pathlib.Path, kubeconfig: pathlib.Path, log: pathlib.Path) -> None:
+        self.log = log
+        self._err = open(log, "wb")
+        self.proc = subprocess.Popen(
+            [str(binary), f"--kubeconfig={kubeconfig}", "--leader-elect=false",
+             f"--controllers={VOLCANO_CONTROLLERS}", "--logtostderr=true", f"-v={VOLCANO_VERBOSITY}"],
+            stdin=subprocess.DEVNULL, stdout=self._err, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+
+
+def _die_with_parent() -> None:
+    import ctypes
+    import signal
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+
+
+def volcano_version(binary: pathlib.Path) -> str:
+    """What `vc-controller-manager --version` says (Version and Git SHA), or "unknown"."""
+    try:
+        out = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+    got = [fields.get(k, "").strip() for k in ("Version", "Git SHA")]
+    return " ".join(v for v in got if v and v not in ("Not provided.", "unknown")) or "unknown"
 
 
 async def serve(nats_url: str, kubeconfig: str, ns: str) -> None:
@@ -224,11 +345,14 @@ async def serve(nats_url: str, kubeconfig: str, ns: str) -> None:
 
 
 class PodWatch:
-    """A raw watch of the namespace's pods: when each (pod, phase) was first seen."""
+    """A raw watch of the namespace's pods: when each (pod, phase) was first seen, when each pod was first
+    seen deleted (deletionTimestamp set, or its DELETED event), and when the last event came."""
 
     def __init__(self, api: Any, ns: str) -> None:
         self.api, self.ns = api, ns
         self.seen: dict[tuple[str, str], float] = {}
+        self.deleted: dict[str, float] = {}
+        self.last = time.time()
         self.stop = threading.Event()
         rv = api_request(api, "GET", f"/api/v1/namespaces/{ns}/pods")["metadata"]["resourceVersion"]
         self.resp = api_request(api, "GET", f"/api/v1/namespaces/{ns}/pods", stream=True, timeout=(5, 3600),
@@ -244,10 +368,23 @@ class PodWatch:
                 now = time.time()
                 ev = json.loads(line)
                 obj = ev.get("object") or {}
-                key = ((obj.get("metadata") or {}).get("name", ""), (obj.get("status") or {}).get("phase", ""))
+                meta = obj.get("metadata") or {}
+                key = (meta.get("name", ""), (obj.get("status") or {}).get("phase", ""))
                 self.seen.setdefault(key, now)
+                if ev.get("type") == "DELETED" or meta.get("deletionTimestamp"):
+                    self.deleted.setdefault(key[0], now)
+                self.last = now
         except Exception:  # noqa: BLE001 - closed at the end
             pass
+
+    def first_deletion(self, job: str) -> float | None:
+        """When a pod of vcjob `job` (pods are named `<job>-<task>-<index>`) was first seen deleted."""
+        times = [t for name, t in list(self.deleted.items()) if name.startswith(job + "-")]
+        return min(times) if times else None
+
+    def quiet(self, seconds: float) -> bool:
+        """No pod event for `seconds`."""
+        return time.time() - self.last > seconds
 
     def close(self) -> None:
         try:
@@ -282,7 +419,8 @@ async def until(what: str, cond, deadline: float = DEADLINE, every: float = 0.01
         await asyncio.sleep(every)
 
 
-async def run(n: int, workdir: pathlib.Path, verbose: bool, sync_interval: str = "always") -> dict:
+async def run(n: int, workdir: pathlib.Path, verbose: bool, sync_interval: str = "always",
+              volcano_bin: pathlib.Path | None = None) -> dict:
     from vcbus.bus.connecting import open_bus
     from vcbus.bus.server import EmbeddedServer
     from vcbus.settings import BusSettings
@@ -292,7 +430,8 @@ async def run(n: int, workdir: pathlib.Path, verbose: bool, sync_interval: str =
         raise SystemExit(f"latency: {k8s_env.missing_assets_message()}")
     env = k8s_env.EnvTest(assets, workdir / "envtest")
     server = EmbeddedServer(data_dir=workdir / "nats", sync_interval=sync_interval)
-    vcbus = None
+    vcbus = volcano_proc = None
+    vsamples: list[dict] = []
     try:
         env.start()
         server.start(timeout=10)
@@ -304,14 +443,23 @@ async def run(n: int, workdir: pathlib.Path, verbose: bool, sync_interval: str =
                                                "metadata": {"name": queue}, "spec": {"weight": 1}})
         api_request(api, "PATCH", f"{QUEUES}/{queue}/status", content_type=MERGE, body={"status": {"state": "Open"}})
         sim.create_node("lat-node", cpu="64", memory="256Gi", pods=250)
+        if volcano_bin is not None:  # Volcano's own controller first, in a namespace of its own, then gone
+            vns = env.create_namespace("latency-volcano")
+            volcano_proc = VolcanoProcess(volcano_bin, env.kubeconfig, workdir / "volcano.log")
+            vsamples = await drive_volcano(api, vns, sim, n, queue, volcano_proc)
+            volcano_proc.stop()
+            volcano_cpu = volcano_proc.cpu_per_failure
+            await asyncio.to_thread(remove_all, api, vns)
         async with open_bus(BusSettings(nats_url=server.url), name="latency-driver") as bus:  # creates the streams
             vcbus = VcbusProcess(server.url, env.kubeconfig, ns, workdir / "vcbus.log")
-            samples, template = await drive(api, ns, sim, bus, n, vcbus.audit, queue, vcbus.check)
+            samples, template = await drive(api, ns, sim, bus, n, vcbus, queue)
             vcbus.stop()  # the floor: nothing else running
+            vcbus_cpu = vcbus.cpu_per_failure
             floor = await measure_floor(api, ns, bus, n, template)
     finally:
-        if vcbus is not None:
-            vcbus.stop()
+        for child in (vcbus, volcano_proc):
+            if child is not None:
+                child.stop()
         server.stop()
         env.stop()
     pair = [x for x in samples if x["shape"] == "pair"]
@@ -322,7 +470,8 @@ async def run(n: int, workdir: pathlib.Path, verbose: bool, sync_interval: str =
     floor_p50 = watch + floor["js_publish_ms"]["p50"] * 2 + floor["api_patch_ms"]["p50"] + floor["api_delete_ms"]["p50"]
     volcano = watch + floor["volcano_order_api_ms"]["p50"]
     volcano_seed = seed_stages["apiserver"]["p50"] + floor["volcano_order_seed_api_ms"]["p50"]  # its pods' watch
-    return {
+    seen, seed_seen = (figures([x["delete_seen"] for x in xs]) for xs in (pair, seed))
+    result = {
         "failures": len(pair),
         "sync_interval": sync_interval,
         "stages_ms": stages,
@@ -338,18 +487,41 @@ async def run(n: int, workdir: pathlib.Path, verbose: bool, sync_interval: str =
             "stages_ms": seed_stages,
             "volcano_order_floor_ms": round(volcano_seed, 2),
             "vs_volcano_order_floor": round(seed_stages["total"]["p50"] / volcano_seed, 2) if volcano_seed else None,
+            "delete_seen_ms": seed_seen,
         },
+        # failure -> the first deletion of one of the job's pods on the raw watch: the yardstick for any controller
+        "delete_seen_ms": seen,
+        "cpu_ms_per_failure": round(vcbus_cpu, 2),
         "samples": samples if verbose else None,
     }
+    if volcano_bin is not None:
+        vpair = [x for x in vsamples if x["shape"] == "pair"]
+        vseed = [x for x in vsamples if x["shape"] == "seed"]
+        vc, vc_seed = (figures([x["delete_seen"] for x in xs]) for xs in (vpair, vseed))
+        result["volcano_controller"] = {
+            "binary": str(volcano_bin), "version": volcano_version(volcano_bin), "controllers": VOLCANO_CONTROLLERS,
+            "failures": len(vpair), "delete_seen_ms": vc, "cpu_ms_per_failure": round(volcano_cpu, 2),
+            "apiserver_ms": figures([x["apiserver"] for x in vpair]),
+            "seed_job": {"failures": len(vseed), "delete_seen_ms": vc_seed,
+                         "apiserver_ms": figures([x["apiserver"] for x in vseed])},
+            **({"samples": vsamples} if verbose else {}),
+        }
+        result["vs_volcano_controller"] = round(seen["p50"] / vc["p50"], 2) if vc["p50"] else None
+        result["seed_job"]["vs_volcano_controller"] = (
+            round(seed_seen["p50"] / vc_seed["p50"], 2) if vc_seed["p50"] else None)
+    return result
 
 
-async def drive(api, ns, sim: PodSimulator, bus, n: int, audit: Audit, queue: str, check) -> tuple[list[dict], dict]:
-    from vcbus.bus import subjects as s
-
+async def start_jobs(api, ns: str, sim: PodSimulator, n: int, queue: str, child: Child, admit=lambda m: m) -> dict:
+    """Create n jobs of each shape (each manifest through `admit`), then play the scheduler (PodGroup
+    Pending -> Inqueue, as Volcano's enqueue action does; binding) and the kubelets until every pod runs,
+    then wait until the controller (`child`) is idle. Returns shape -> job names."""
+    check = child.check
     jobs = {shape: [f"{prefix}-{i:03d}" for i in range(n)] for shape, (prefix, _, _) in SHAPES.items()}
     for shape, (_, manifest, _) in SHAPES.items():
         for name in jobs[shape]:
-            await asyncio.to_thread(api_request, api, "POST", JOBS.format(ns=ns), body=manifest(name, queue))
+            body = admit(manifest(name, queue))
+            await asyncio.to_thread(api_request, api, "POST", JOBS.format(ns=ns), body=body)
     pods = n * sum(count for _, _, count in SHAPES.values())
 
     def bring_up() -> bool:  # play the scheduler and the kubelets until every worker runs
@@ -373,14 +545,74 @@ async def drive(api, ns, sim: PodSimulator, bus, n: int, audit: Audit, queue: st
         return await asyncio.to_thread(bring_up)
 
     await until("every worker running", up, deadline=120.0, every=0.2)
-    await asyncio.sleep(1.0)  # let the bus settle: light load means nothing else in flight
+    await asyncio.sleep(1.0)  # let the controller settle: light load means nothing else in flight
+    await child.settle()
+    return jobs
+
+
+def turns(jobs: dict) -> list[tuple[str, str]]:
+    """(job, shape), one job of each shape in turn."""
+    n = len(next(iter(jobs.values())))
+    return [(jobs[shape][i], shape) for i in range(n) for shape in SHAPES]
+
+
+async def deletion_seen(watch: PodWatch, name: str, check) -> float:
+    """When the raw watch first saw a pod of job `name` deleted (waits for it)."""
+
+    def seen() -> float | None:
+        check()
+        return watch.first_deletion(name)
+
+    return await until(f"a deletion of {name}'s pods on the watch", seen)
+
+
+async def drive_volcano(api, ns: str, sim: PodSimulator, n: int, queue: str, child: Child) -> list[dict]:
+    """The same failures as `drive`, with Volcano's controller reacting: the jobs as its webhook stores
+    them, the same bring-up, the same failure procedure and order, the same pause after each reaction
+    (0.3 s, then until nothing happens to the pods for 0.3 s: Volcano has no audit to wait on)."""
+    check = child.check
+    jobs = await start_jobs(api, ns, sim, n, queue, child, admit=volcano_admitted)
+    watch = await asyncio.to_thread(PodWatch, api, ns)
+    samples = []
+    cpu = child.cpu()
+    try:
+        for name, shape in turns(jobs):
+            pod = f"{name}-worker-0"
+            failed = await asyncio.to_thread(fail, sim, pod, ns)
+            deleted = await deletion_seen(watch, name, check)
+            watched = await until(f"{pod} Failed on the watch", lambda: watch.seen.get((pod, "Failed")))
+            samples.append({"shape": shape, "apiserver": (watched - failed) * 1e3,
+                            "delete_seen": (deleted - failed) * 1e3})
+            await asyncio.sleep(0.3)
+            await until("the pods quiet", lambda: watch.quiet(0.3), every=0.05)
+        child.cpu_per_failure = (child.cpu() - cpu) * 1e3 / len(samples)
+    finally:
+        watch.close()
+    return samples
+
+
+def remove_all(api, ns: str) -> None:
+    """Delete every vcjob, PodGroup and pod of `ns` at once (pods with grace period 0, as a kubelet finishes
+    a deletion): what a stopped controller leaves must not weigh on the next one."""
+    for path in (JOBS.format(ns=ns), PODGROUPS.format(ns=ns)):
+        api_request(api, "DELETE", path)
+    api_request(api, "DELETE", f"/api/v1/namespaces/{ns}/pods",
+                body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0})
+
+
+async def drive(api, ns, sim: PodSimulator, bus, n: int, child: VcbusProcess, queue: str) -> tuple[list[dict], dict]:
+    from vcbus.bus import subjects as s
+
+    audit, check = child.audit, child.check
+    jobs = await start_jobs(api, ns, sim, n, queue, child)
     # a running worker as it is now (the floor's pods are copies: the same size and status)
     template = await asyncio.to_thread(api_request, api, "GET", f"/api/v1/namespaces/{ns}/pods/{jobs['pair'][0]}-worker-1")
     watch = await asyncio.to_thread(PodWatch, api, ns)
     k8s = bus.js
     samples = []
+    cpu = child.cpu()
     try:
-        for name, shape in [(jobs[shape][i], shape) for i in range(n) for shape in SHAPES]:  # taking turns
+        for name, shape in turns(jobs):
             pod = f"{name}-worker-0"
             before = len(audit.seen)
             failed = await asyncio.to_thread(fail, sim, pod, ns)
@@ -401,15 +633,18 @@ async def drive(api, ns, sim: PodSimulator, bus, n: int, audit: Audit, queue: st
                 raise RuntimeError(f"DeletePod {mid} follows record {seq} on {rec.subject}, not {pod}'s failure")
             cmd = await _command(k8s, mid)
             watched = watch.seen.get((pod, "Failed"), float("nan"))
+            deleted = await deletion_seen(watch, name, check)
             samples.append({
                 "shape": shape,
                 "apiserver": (watched - failed) * 1e3, "bridge": (recorded - watched) * 1e3,
                 "decider": (cmd - recorded) * 1e3, "actuator": (applied - cmd) * 1e3, "total": (applied - failed) * 1e3,
                 "actuator_api": audit.took[mid], "actuator_wait": (applied - cmd) * 1e3 - audit.took[mid],
+                "delete_seen": (deleted - failed) * 1e3,
             })
             # the rest of the reaction (the siblings' deletes, the status) goes through before the next failure
             await asyncio.sleep(0.3)
             await until("the actuator idle", lambda: _idle(audit), every=0.05)
+        child.cpu_per_failure = (child.cpu() - cpu) * 1e3 / len(samples)
     finally:
         watch.close()
     return samples, template
@@ -527,6 +762,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sync-interval", default="always", metavar="always|DURATION",
                     help="the nats-server's fsync interval (default always, as `vcbus up` runs it; e.g. 2m, "
                          "NATS' own default: see docs/operations.md on what that trades away)")
+    ap.add_argument("--volcano", type=pathlib.Path, metavar="BIN",
+                    help="also run the same failures against Volcano's own controller, this vc-controller-manager "
+                         "(scripts/volcano-controller.sh builds it), first, and compare")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     ap.add_argument("--samples", action="store_true", help="include every sample in the JSON")
     ap.add_argument("--serve", nargs=3, metavar=("NATS_URL", "KUBECONFIG", "NAMESPACE"), help=argparse.SUPPRESS)
@@ -539,9 +777,13 @@ def main(argv: list[str] | None = None) -> int:
     if n < 1:
         print("latency: --failures must be at least 1", file=sys.stderr)
         return 2
+    if args.volcano is not None and not (args.volcano.is_file() and os.access(args.volcano, os.X_OK)):
+        print(f"latency: --volcano {args.volcano}: not an executable file (scripts/volcano-controller.sh "
+              "builds vc-controller-manager and prints its path)", file=sys.stderr)
+        return 2
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     with tempfile.TemporaryDirectory(prefix="vcbus-latency-") as tmp:
-        result = asyncio.run(run(n, pathlib.Path(tmp), args.samples, args.sync_interval))
+        result = asyncio.run(run(n, pathlib.Path(tmp), args.samples, args.sync_interval, args.volcano))
     if not args.samples:
         result.pop("samples")
     if args.json:
@@ -570,6 +812,18 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  Volcano's order with no time of its own: watch delivery + PATCH, PATCH, PATCH, DELETE p50 "
           f"{fl['volcano_order_seed_api_ms']['p50']:.2f} = {seed['volcano_order_floor_ms']:.2f}; "
           f"vcbus total p50 / that: {seed['vs_volcano_order_floor']}")
+    print("failure -> first deletion of the job's pods on the raw watch (ms)")
+    rows = [("vcbus, two workers", result["delete_seen_ms"]), ("vcbus, seed job", seed["delete_seen_ms"])]
+    vc = result.get("volcano_controller")
+    if vc is not None:
+        rows += [("Volcano, two workers", vc["delete_seen_ms"]), ("Volcano, seed job", vc["seed_job"]["delete_seen_ms"])]
+    for label, f in rows:
+        print(f"  {label:<22} p50 {f['p50']:8.2f}  p99 {f['p99']:8.2f}  mean {f['mean']:8.2f}")
+    print(f"  CPU per failure (ms, the controller's process, both shapes): vcbus {result['cpu_ms_per_failure']:.2f}"
+          + (f", Volcano {vc['cpu_ms_per_failure']:.2f}" if vc is not None else ""))
+    if vc is not None:
+        print(f"  Volcano's controller: {vc['binary']} ({vc['version']}, {vc['controllers']}); vcbus p50 / Volcano's "
+              f"p50: two workers {result['vs_volcano_controller']}, seed job {seed['vs_volcano_controller']}")
     return 0
 
 

@@ -362,6 +362,26 @@ def bridge_pod_filter_cases() -> bool:
     return True
 
 
+async def test_nothing_polls(k8s, k8s_namespace, js):
+    """An idle resource's loop sleeps until its watcher has something: while commands come and go,
+    the loops of the other six resources do not run (a loop that looked every `idle_flush`, 50 ms,
+    would have run at least ten times in the quiet half second alone). A bookmark may wake one."""
+    api = k8s.api_client()
+    ns = k8s_namespace
+    async with bridge_running(js, api, ns) as bridge:
+        await wait_settled(js, bridge)
+        before = dict(bridge.waits)
+        for i in range(5):
+            await create(api, "commands", ns, command(f"idle-{i}"))
+        await wait_recs(js, ns, 5)
+        await wait_settled(js, bridge)
+        await asyncio.sleep(0.5)  # a quiet window: what must not happen in it needs one
+        after = dict(bridge.waits)
+    woke = {r: after[r] - before[r] for r in bridge.resources if r != "commands"}
+    assert all(n <= 2 for n in woke.values()), woke
+    assert after["commands"] > before["commands"]  # it slept between the commands, and after them
+
+
 async def test_restart_resumes_from_the_stored_position(k8s, k8s_namespace, js):
     api = k8s.api_client()
     ns = k8s_namespace

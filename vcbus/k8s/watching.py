@@ -15,7 +15,11 @@ consumes with any of
 * ``for event in watcher:`` - blocks; ends after `stop()`;
 * ``watcher.next_event(timeout)`` - one event or `TimeoutError`;
 * ``async for event in watcher:`` - the same from asyncio (the blocking queue
-  read runs in a worker thread; the event loop is never blocked).
+  read runs in a worker thread; the event loop is never blocked);
+* ``watcher.poll()`` - the next event or None at once, never blocking, with
+  ``watcher.on_item`` set to a callable the watcher's thread calls after each
+  item it queues (`vcbus.k8s.bridge` sets it to wake its event loop: no thread
+  waits, nothing polls, an idle watcher costs nothing).
 
 Semantics:
 
@@ -56,6 +60,7 @@ caller's business.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import json
 import logging
@@ -310,6 +315,9 @@ class ResourceWatcher:
         self._pos_known: dict[str, dict] = copy.deepcopy(self._known)
 
         self._q: queue.Queue = queue.Queue(maxsize=queue_size)
+        # called by the watcher's thread after each item it queues (an event, a position, the end); set it
+        # before `start`; it must not block (e.g. `loop.call_soon_threadsafe(wake.set)`)
+        self.on_item: Callable[[], None] | None = None
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._resp = None
@@ -379,15 +387,15 @@ class ResourceWatcher:
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    def _take(self, timeout: float | None) -> dict | None:
-        """Next event (None on timeout); raises StopIteration when finished."""
+    def _take(self, timeout: float | None, *, block: bool = True) -> dict | None:
+        """Next event (None on timeout, or at once when not `block`); raises StopIteration when finished."""
         if self._finished:
             raise StopIteration
         if self._thread is None:
             self.start()
         while True:
             try:
-                item = self._q.get(timeout=timeout)
+                item = self._q.get(block, timeout)
             except queue.Empty:
                 return None
             if item is _STOP:
@@ -412,6 +420,13 @@ class ResourceWatcher:
             self._pos_rv = item.rv
         if item.listed:
             self.synced.set()
+
+    def poll(self) -> dict | None:
+        """The next event if one is queued, else None, at once; `EOFError` once the watcher has stopped."""
+        try:
+            return self._take(None, block=False)
+        except StopIteration:
+            raise EOFError("watcher stopped") from None
 
     def next_event(self, timeout: float | None = None) -> dict:
         """The next event; `TimeoutError` if none within `timeout` seconds."""
@@ -456,10 +471,15 @@ class ResourceWatcher:
         while True:
             try:
                 self._q.put(item, timeout=0.25)
-                return
+                break
             except queue.Full:
                 if self._stopping.is_set():
                     raise _Stopped() from None
+        self._notify()
+
+    def _notify(self) -> None:
+        if self.on_item is not None:
+            self.on_item()
 
     def _emit(self, type_: str, obj: dict, rv: str | None, *, listed: bool = False) -> None:
         uid = obj.get("metadata", {}).get("uid")
@@ -506,6 +526,8 @@ class ResourceWatcher:
                 self._q.put(_STOP, timeout=5)
             except queue.Full:
                 pass
+            with contextlib.suppress(Exception):  # the loop it would wake may be closed already
+                self._notify()
 
     def _selectors(self) -> dict[str, str | None]:
         return {"labelSelector": self.label_selector, "fieldSelector": self.field_selector}
