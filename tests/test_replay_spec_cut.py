@@ -40,13 +40,13 @@ def same(data: bytes) -> None:
 
 @pytest.fixture(autouse=True)
 def fresh() -> None:
-    replay_decode._known.clear()
+    replay_decode.forget_specs()
 
 
 def test_every_record_of_the_logs_in_order() -> None:
     cut = 0
     for name in LOGS:
-        replay_decode._known.clear()
+        replay_decode.forget_specs()
         for rec in read_records(iter(log_bytes(name).splitlines(keepends=True))):
             before = len(replay_decode._known)
             same(rec.data)
@@ -131,7 +131,7 @@ def test_hostile_shapes() -> None:
         "no name": _text(j | {"metadata": {"namespace": "default", "uid": "u"}}),
     }
     for name, data in cases.items():
-        replay_decode._known.clear()
+        replay_decode.forget_specs()
         try:
             _known_then(data)
         except AssertionError as err:
@@ -147,9 +147,29 @@ def test_an_escape_elsewhere_is_no_reason_to_decode_whole() -> None:
     same(_text(j))
 
 
+def held() -> int:
+    return sum(len(text) for text, _, _ in replay_decode._known.values())
+
+
 def test_memory_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(replay_decode, "_KNOWN_MAX", 8)
     for i in range(50):
         j = job(f"j{i}", uid=f"u{i}")
         same(_text(j))
+        same(_text(j))
         assert len(replay_decode._known) <= 8
+        assert replay_decode._held[0] == held()
+
+
+def test_spec_text_held_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Few jobs of large specs: the bytes bound the cache, not the count."""
+    monkeypatch.setattr(replay_decode, "_KNOWN_BYTES", 20_000)
+    for i in range(30):
+        j = job(f"big{i}", uid=f"u{i}", tasks=[task(f"t{k}", 1) for k in range(12)])
+        for phase in ("Pending", "Running"):
+            j["status"] = {"state": {"phase": phase}}
+            same(_text(j))
+        assert replay_decode._held[0] == held() <= 20_000
+    j["status"] = {"state": {"phase": "Completed"}}
+    same(_text(j, "DELETED"))
+    assert replay_decode._held[0] == held()

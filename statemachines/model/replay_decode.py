@@ -90,6 +90,14 @@ _NAME = b'"name":"'
 # live objects
 _known: dict[bytes, tuple[bytes, JobSpec, int]] = {}
 _KNOWN_MAX = 4096
+_KNOWN_BYTES = 64 << 20  # and at most this much spec text held, however large the specs
+_held = [0]  # the spec text `_known` holds, in bytes
+
+
+def forget_specs() -> None:
+    """Drop every remembered spec (a new fold; tests)."""
+    _known.clear()
+    _held[0] = 0
 
 
 def _cut_spec(data: bytes) -> Decoded | None:
@@ -153,12 +161,14 @@ def _spliced(data: bytes, hint: bytes, spec_text: bytes, spec: JobSpec, start: i
     obj = env.object
     if obj.spec is UNSET or env.type not in WATCH_TYPES:
         return None
-    if env.type == "DELETED":
-        _known.pop(hint, None)
-    else:
-        if len(_known) >= _KNOWN_MAX:
-            _known.clear()
+    last = _known.pop(hint, None)
+    if last is not None:
+        _held[0] -= len(last[0])
+    if env.type != "DELETED":
+        if len(_known) >= _KNOWN_MAX or _held[0] + len(spec_text) > _KNOWN_BYTES:
+            forget_specs()
         _known[hint] = (spec_text, spec, start)
+        _held[0] += len(spec_text)
     return _checked_env(env.type, Job(obj.api_version, obj.metadata, spec, obj.status), env.time, data)
 
 
