@@ -34,6 +34,7 @@ from statemachines.model.objects import (
 from statemachines.model.records import NAMESPACED, WATCH_TYPES, Decoded, Observed, checked_times, decode
 from statemachines.model.timestamps import INVALID, object_time_if_valid
 
+
 class _JobLight(Struct, frozen=True, tag_field="kind", tag="Job", gc=False):
     """A vcjob, not decoded: the cut did not take it, so it is decoded whole (`decode`)."""
 
@@ -60,6 +61,8 @@ _PLACEHOLDER_TEXT = b'{"vcbus":"\\u0000"}'
 
 
 class _JobCut(Struct, frozen=True, tag_field="kind", tag="Job", rename="camel", gc=False):
+    """A vcjob record with its spec cut out: `Job`'s fields, the spec only the placeholder."""
+
     api_version: str = ""
     metadata: Meta = Meta()
     spec: _Placeholder | UnsetType = UNSET  # UNSET: no spec (null is not accepted)
@@ -73,6 +76,8 @@ class _CutEnvelope(Struct):
 
 
 class _JobRaw(Struct, frozen=True, tag_field="kind", tag="Job", gc=False):
+    """A vcjob's spec as bytes, the rest skipped: how a spec not seen before is learnt."""
+
     spec: Raw = Raw(b"")
 
 
