@@ -462,8 +462,7 @@ async def run(n: int, workdir: pathlib.Path, verbose: bool, sync_interval: str =
                 child.stop()
         server.stop()
         env.stop()
-    pair = [x for x in samples if x["shape"] == "pair"]
-    seed = [x for x in samples if x["shape"] == "seed"]
+    pair, seed = by_shape(samples)
     stages = {k: figures([x[k] for x in pair]) for k in STAGES + PARTS}
     seed_stages = {k: figures([x[k] for x in seed]) for k in STAGES + PARTS}
     watch = stages["apiserver"]["p50"]
@@ -495,8 +494,7 @@ async def run(n: int, workdir: pathlib.Path, verbose: bool, sync_interval: str =
         "samples": samples if verbose else None,
     }
     if volcano_bin is not None:
-        vpair = [x for x in vsamples if x["shape"] == "pair"]
-        vseed = [x for x in vsamples if x["shape"] == "seed"]
+        vpair, vseed = by_shape(vsamples)
         vc, vc_seed = (figures([x["delete_seen"] for x in xs]) for xs in (vpair, vseed))
         result["volcano_controller"] = {
             "binary": str(volcano_bin), "version": volcano_version(volcano_bin), "controllers": VOLCANO_CONTROLLERS,
@@ -510,6 +508,11 @@ async def run(n: int, workdir: pathlib.Path, verbose: bool, sync_interval: str =
         result["seed_job"]["vs_volcano_controller"] = (
             round(seed_seen["p50"] / vc_seed["p50"], 2) if vc_seed["p50"] else None)
     return result
+
+
+def by_shape(samples: list[dict]) -> tuple[list[dict], list[dict]]:
+    """The two-worker jobs' samples, and the seed job's."""
+    return [x for x in samples if x["shape"] == "pair"], [x for x in samples if x["shape"] == "seed"]
 
 
 async def start_jobs(api, ns: str, sim: PodSimulator, n: int, queue: str, child: Child, admit=lambda m: m) -> dict:
@@ -545,8 +548,7 @@ async def start_jobs(api, ns: str, sim: PodSimulator, n: int, queue: str, child:
         return await asyncio.to_thread(bring_up)
 
     await until("every worker running", up, deadline=120.0, every=0.2)
-    await asyncio.sleep(1.0)  # let the controller settle: light load means nothing else in flight
-    await child.settle()
+    await child.settle()  # light load: nothing else in flight
     return jobs
 
 
