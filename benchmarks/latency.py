@@ -36,13 +36,19 @@ Stages: apiserver (watched - failed), bridge (recorded - watched), decider
 The actuator stage in two: `actuator_api`, the time its apply of the
 DeletePod took (the audit line's own figure: the JSON-patch ownership test
 that also marks the pod out of sync, then the DELETE), and `actuator_wait`,
-the rest (the command's delivery from the stream, decoding, the hand-over to
-the worker thread).
+the rest. The decider and the actuator share a process, so the actuator
+applies the DeletePod the moment it is decided, while it is being stored
+(vcbus.k8s.ahead): `actuator_wait` is then negative, the API call having
+started before the command was stored; `decider` is the command's store,
+beside the call. With `--stored-commands-only` (as `vcbus up` takes it) the
+actuator waits for the stored command, and `actuator_wait` is its delivery
+from the stream, decoding and the hand-over to the worker thread.
 
 Floor, measured in the same run: the API server's watch delivery for the pod
-status change (the `apiserver` stage itself), plus two raw JetStream publish
-round trips (nats-py `js.publish`, acked, into a scratch stream on the same
-server), plus the two API requests every Volcano-compatible controller sends
+status change (the `apiserver` stage itself), plus the raw JetStream publish
+round trips on the way (nats-py `js.publish`, acked, into a scratch stream on
+the same server: one, the record's, when commands are applied ahead of their
+store; two with `--stored-commands-only`), plus the two API requests every Volcano-compatible controller sends
 for a killed pod (`pkg/controllers/job/job_controller_actions.go`, killPods:
 the PATCH that marks it `volcano.sh/controller-out-of-sync`, then the DELETE;
 a pod on a node, graceful, with a uid precondition), as raw requests
@@ -252,12 +258,13 @@ class VcbusProcess(Child):
 
     what = "the vcbus process"
 
-    def __init__(self, nats_url: str, kubeconfig: pathlib.Path, ns: str, log: pathlib.Path) -> None:
+    def __init__(self, nats_url: str, kubeconfig: pathlib.Path, ns: str, log: pathlib.Path, stored_only: bool = False) -> None:
         self.audit = Audit()
         self.log = log
         self._err = open(log, "wb")
         self.proc = subprocess.Popen(
-            [sys.executable, str(pathlib.Path(__file__).resolve()), "--serve", nats_url, str(kubeconfig), ns],
+            [sys.executable, str(pathlib.Path(__file__).resolve()), "--serve", nats_url, str(kubeconfig), ns,
+             *(["--stored-commands-only"] if stored_only else [])],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err, text=True)  # stdin: see `serve`
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
@@ -302,7 +309,7 @@ def volcano_version(binary: pathlib.Path) -> str:
     return " ".join(v for v in got if v and v not in ("Not provided.", "unknown")) or "unknown"
 
 
-async def serve(nats_url: str, kubeconfig: str, ns: str) -> None:
+async def serve(nats_url: str, kubeconfig: str, ns: str, *, ahead: bool = True) -> None:
     """The child: vcbus's bridge, one decider (with the pod renderer) and the actuator, exactly as
     `vcbus up --kubeconfig` assembles them, until SIGTERM or until its stdin closes (the benchmark
     is gone, even killed); the actuator's audit lines go to stdout."""
@@ -331,10 +338,11 @@ async def serve(nats_url: str, kubeconfig: str, ns: str) -> None:
 
     threading.Thread(target=orphaned, daemon=True).start()
     async with open_bus(BusSettings(nats_url=nats_url), name="latency") as bus:
-        cluster = ClusterSide(bus, config.new_client_from_config(config_file=kubeconfig), namespace=ns)
+        cluster = ClusterSide(bus, config.new_client_from_config(config_file=kubeconfig), namespace=ns, ahead=ahead)
         renderer = Renderer()
         engine = Engine(render_pod=renderer.pod, render_podgroup=renderer.podgroup)
         decider = Decider(bus, engine=engine)
+        cluster.feed([decider])
         tasks = [asyncio.create_task(decider.run(stop=stop)), *cluster.tasks(stop)]
         done, _ = await asyncio.wait([*tasks, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED)
         stop.set()
@@ -420,7 +428,7 @@ async def until(what: str, cond, deadline: float = DEADLINE, every: float = 0.01
 
 
 async def run(n: int, workdir: pathlib.Path, verbose: bool, sync_interval: str = "always",
-              volcano_bin: pathlib.Path | None = None) -> dict:
+              volcano_bin: pathlib.Path | None = None, stored_only: bool = False) -> dict:
     from vcbus.bus.connecting import open_bus
     from vcbus.bus.server import EmbeddedServer
     from vcbus.settings import BusSettings
@@ -451,7 +459,7 @@ async def run(n: int, workdir: pathlib.Path, verbose: bool, sync_interval: str =
             volcano_cpu = volcano_proc.cpu_per_failure
             await asyncio.to_thread(remove_all, api, vns)
         async with open_bus(BusSettings(nats_url=server.url), name="latency-driver") as bus:  # creates the streams
-            vcbus = VcbusProcess(server.url, env.kubeconfig, ns, workdir / "vcbus.log")
+            vcbus = VcbusProcess(server.url, env.kubeconfig, ns, workdir / "vcbus.log", stored_only)
             samples, template = await drive(api, ns, sim, bus, n, vcbus, queue)
             vcbus.stop()  # the floor: nothing else running
             vcbus_cpu = vcbus.cpu_per_failure
@@ -466,15 +474,17 @@ async def run(n: int, workdir: pathlib.Path, verbose: bool, sync_interval: str =
     stages = {k: figures([x[k] for x in pair]) for k in STAGES + PARTS}
     seed_stages = {k: figures([x[k] for x in seed]) for k in STAGES + PARTS}
     watch = stages["apiserver"]["p50"]
-    floor_p50 = watch + floor["js_publish_ms"]["p50"] * 2 + floor["api_patch_ms"]["p50"] + floor["api_delete_ms"]["p50"]
+    hops = 2 if stored_only else 1  # the record's durable write; and the command's, when the actuator waits for it
+    floor_p50 = watch + floor["js_publish_ms"]["p50"] * hops + floor["api_patch_ms"]["p50"] + floor["api_delete_ms"]["p50"]
     volcano = watch + floor["volcano_order_api_ms"]["p50"]
     volcano_seed = seed_stages["apiserver"]["p50"] + floor["volcano_order_seed_api_ms"]["p50"]  # its pods' watch
     seen, seed_seen = (figures([x["delete_seen"] for x in xs]) for xs in (pair, seed))
     result = {
         "failures": len(pair),
         "sync_interval": sync_interval,
+        "stored_commands_only": stored_only,
         "stages_ms": stages,
-        "floor_ms": {**floor, "p50": round(floor_p50, 2)},
+        "floor_ms": {**floor, "js_hops": hops, "p50": round(floor_p50, 2)},
         "ratio": round(stages["total"]["p50"] / floor_p50, 2) if floor_p50 else None,
         # Volcano's killPods with no time of its own (no informer, queue or sync): watch delivery, then
         # PATCH, PATCH, DELETE (a job of two pods) as raw requests, measured in this run
@@ -767,13 +777,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--volcano", type=pathlib.Path, metavar="BIN",
                     help="also run the same failures against Volcano's own controller, this vc-controller-manager "
                          "(scripts/volcano-controller.sh builds it), first, and compare")
+    ap.add_argument("--stored-commands-only", action="store_true",
+                    help="the actuator applies a command only once it is stored, as `vcbus up --stored-commands-only`"
+                         " (default: as it is decided, vcbus.k8s.ahead)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     ap.add_argument("--samples", action="store_true", help="include every sample in the JSON")
     ap.add_argument("--serve", nargs=3, metavar=("NATS_URL", "KUBECONFIG", "NAMESPACE"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.serve:  # the vcbus process (VcbusProcess)
         logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
-        asyncio.run(serve(*args.serve))
+        asyncio.run(serve(*args.serve, ahead=not args.stored_commands_only))
         return 0
     n = args.failures or (8 if args.quick else 20)
     if n < 1:
@@ -785,7 +798,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     with tempfile.TemporaryDirectory(prefix="vcbus-latency-") as tmp:
-        result = asyncio.run(run(n, pathlib.Path(tmp), args.samples, args.sync_interval, args.volcano))
+        result = asyncio.run(run(n, pathlib.Path(tmp), args.samples, args.sync_interval, args.volcano,
+                                 args.stored_commands_only))
     if not args.samples:
         result.pop("samples")
     if args.json:

@@ -220,3 +220,23 @@ def expected_outputs(records: list[tuple[int, bytes]], engine=None) -> dict[str,
                 subject = s.event_subject(res.job, o.tag_of(type(res)))
                 out[s.JOBS_STREAM].append((subject, output_id(seq, i), o.encoder.encode(res)))
     return out
+
+
+class Crash(Exception):
+    """An abrupt stop of a decider (`crash_after`)."""
+
+
+def crash_after(decider: Any, count: int) -> None:
+    """Make `decider` stop with `Crash` right after handling its `count`-th record: the rest of the
+    fetched batch is never acked, as when the process dies between records."""
+    orig = decider._handle
+    handled = 0
+
+    async def handle(msg):
+        nonlocal handled
+        await orig(msg)
+        handled += 1
+        if handled == count:
+            raise Crash
+
+    decider._handle = handle

@@ -12,6 +12,8 @@ from projections.history import command_entry
 from statemachines import outputs as o
 from tests.fixtures_nats import (
     ROOT,
+    Crash,
+    crash_after,
     decide_and_project,
     expected_outputs,
     publish_file,
@@ -25,10 +27,6 @@ from vcbus.bus.projector import live_buckets
 from vcbus.replaying import replay_stream
 
 pytestmark = pytest.mark.nats
-
-class Crash(Exception):
-    pass
-
 
 EXAMPLES = sorted(p.name for p in (ROOT / "examples").glob("*.json*"))
 
@@ -81,18 +79,7 @@ async def test_a_restarted_decider_continues_without_duplicates(bus_settings, ma
     await publish_file(bus_settings, many_jobs_log)
     async with open_bus(bus_settings) as bus:
         first = Decider(bus, clock=lambda: "1970-01-01T00:00:00Z")
-        # stop the first run part-way (between records), then start a fresh one
-        orig = first._handle
-        count = 0
-
-        async def handle(msg):
-            nonlocal count
-            await orig(msg)
-            count += 1
-            if count == 700:
-                raise Crash  # an abrupt stop: the rest of the fetched batch is never acked
-
-        first._handle = handle  # type: ignore[method-assign]
+        crash_after(first, 700)  # stop the first run part-way (between records), then start a fresh one
         with pytest.raises(Crash):
             await first.run(until_idle=True)
         second = Decider(bus, clock=lambda: "1970-01-01T00:00:00Z")

@@ -69,6 +69,7 @@ DUPLICATE_IN_BATCH = 10201
 class Stored(NamedTuple):
     stored: int  # messages newly stored
     duplicates: int  # messages the stream had already (same Nats-Msg-Id)
+    last_seq: int = 0  # the highest stream sequence among them (0: not known)
 
 
 class Sent:
@@ -94,7 +95,7 @@ class Sent:
         commit = _decode(answers[-1])
         error = commit.get("error") or _decode(answers[0]).get("error")
         if not error:
-            return Stored(int(commit.get("count") or len(self.msgs)), 0)
+            return Stored(int(commit.get("count") or len(self.msgs)), 0, int(commit.get("seq") or 0))
         log.warning("atomic batch of %d refused (%s); publishing it message by message", len(self.msgs), error)
         return await self.writer.one_by_one(self.msgs, timeout)
 
@@ -221,7 +222,7 @@ class BatchWriter:
                     f.cancel()
             raise BusError(f"storing {len(msgs)} message(s) failed: {err or type(err).__name__}") from err
         dup = sum(1 for a in acks if a.duplicate)
-        return Stored(len(acks) - dup, dup)
+        return Stored(len(acks) - dup, dup, max((a.seq or 0 for a in acks), default=0))
 
 
 def _hpub(subject: str, reply: str, headers: dict[str, str], body: bytes, max_payload: int) -> bytes | None:
@@ -249,7 +250,7 @@ class _Singles(Sent):
                 answers = [await fut for _, fut in self.replies]
         finally:
             self.writer.forget(self.replies)
-        stored = duplicates = 0
+        stored = duplicates = last = 0
         for m, msg in zip(self.msgs, answers):
             reply = _decode(msg)
             if reply.get("error"):
@@ -258,4 +259,5 @@ class _Singles(Sent):
                 duplicates += 1
             else:
                 stored += 1
-        return Stored(stored, duplicates)
+            last = max(last, int(reply.get("seq") or 0))
+        return Stored(stored, duplicates, last)

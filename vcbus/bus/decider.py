@@ -20,6 +20,8 @@ function of the stream alone and needs no storage of its own. A session:
    events, go out as one atomic batch per stream while the next batch is
    decided; the records are acked, in order, only after JetStream has
    acknowledged all their outputs (and those of every batch before them).
+   An actuator in the same process may apply a batch's commands while they
+   are being stored (`ahead`, vcbus.k8s.ahead).
 
 One decider per partition (`vcbus.bus.partitions`; one partition by default):
 `vcbus.bus.ownership` refuses a second one for a partition a live decider owns.
@@ -134,6 +136,11 @@ class Decider(Rebuilding, Deciding, Storing):
         self._careful_until = 0  # records up to here may have stored outputs: sent one by one
         self._sent_upto = 0  # the last record whose outputs were sent
         self._flights: list[Flight] = []  # sent, not yet stored-and-acked, in stream order
+        # Commands applied before they are stored (vcbus.k8s.ahead): the in-process actuator's
+        # `offer`, and a VCBUS_CMDS sequence at or after this decider's last stored command (None:
+        # not known; the offers wait for the next stored one)
+        self.ahead: Callable[[list[Prepared], int], bool] | None = None
+        self.cmd_seq: int | None = None
         self._records: list[Msg] = []  # the batch being decided: records to ack
         self._commands: list[Prepared] = []
         self._events: list[Prepared] = []
@@ -210,6 +217,8 @@ class Decider(Rebuilding, Deciding, Storing):
             self._flights = []
             self._count(res)
         self._sent_upto = self.applied
+        if self.ahead is not None:  # what an earlier run stored may not be applied yet: nothing goes ahead of it
+            self.cmd_seq = int((await self.js.stream_info(s.CMDS_STREAM)).state.last_seq or 0)
         info = await self.js.stream_info(s.K8S_STREAM)
         first = int(info.state.first_seq or 1)
         if self.applied < first - 1:  # older records were removed (limits, purge): nothing to fill in

@@ -61,8 +61,12 @@ class Storing:
             return
         while len(self._flights) >= self.depth + 1:  # bound the queue (see `depth`)
             await self._complete(block=True)
-        before = self._flights[-1] if self._flights else None
         careful = self._sent_upto < self._careful_until
+        if self.ahead is not None and self._commands and not careful:  # careful: may be stored and applied already
+            await self._complete(block=False)
+            if not self._flights and self.cmd_seq is not None:  # every command before these is stored
+                self.ahead(self._commands, self.cmd_seq)  # the actuator of this process applies them now, if it may
+        before = self._flights[-1] if self._flights else None
         self._sent_upto = self.applied
         records, commands, events = self._records, self._commands, self._events
         self._records, self._commands, self._events = [], [], []
@@ -92,8 +96,11 @@ class Storing:
         """Ack the leading flights whose outputs are stored; with `block`, wait for the oldest first."""
         while self._flights and (block or self._flights[0].done()):
             res = await self._flights[0].complete(self.bus.settings.publish_timeout)
-            self._flights.pop(0)
+            flight = self._flights.pop(0)
             self._count(res)
+            for one in flight.commands:
+                last = one.result.last_seq if one.result is not None else 0
+                self.cmd_seq = max(self.cmd_seq or 0, last) if last else None
             block = False
 
     def _count(self, res) -> None:  # noqa: ANN001
@@ -116,6 +123,7 @@ class Storing:
         careful = seq <= self._careful_until  # outputs may be stored already: message by message
         assert self._writer is not None
         res = await bigrecords.store(self._writer, split, atomic=not careful, timeout=self.bus.settings.publish_timeout)
+        self.cmd_seq = None  # not known: no command is applied ahead until the next stored one says
         self._flights.remove(flight)
         self._count(res)
 

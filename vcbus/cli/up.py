@@ -124,6 +124,11 @@ def duration(text: str, option: str) -> float:
 )
 @click.option("--no-scheduler", is_flag=True, help="Do not run the scheduler (Volcano's scheduler places the pods).")
 @click.option(
+    "--stored-commands-only", is_flag=True,
+    help="The actuator applies a command only once it is stored on VCBUS_CMDS. Default: a command the decider "
+    "of this process decides is applied at once, while it is stored (3-4 ms sooner; docs/operations.md).",
+)
+@click.option(
     "--scheduler-conf",
     metavar="FILE",
     help="The scheduler's config: Volcano's volcano-scheduler.conf YAML (default: the helm install's).",
@@ -194,6 +199,7 @@ def up(
     cluster: bool,
     observe_only: bool,
     no_scheduler: bool,
+    stored_commands_only: bool,
     scheduler_conf: str | None,
     schedule_period: str,
     watch_namespace: str | None,
@@ -253,6 +259,7 @@ def up(
             once=once,
             api_client=api_client,
             observe_only=observe_only,
+            ahead=not stored_commands_only,
             namespace=namespace_scope(watch_namespace, watch_all),
             scheduler=scheduler,
             ops=ops,
@@ -332,6 +339,7 @@ async def _up(
     once: bool,
     api_client=None,
     observe_only: bool = False,
+    ahead: bool = True,
     namespace: str | None = None,
     scheduler: SchedulerOptions | None = None,
     ops: Operations | None = None,
@@ -351,7 +359,7 @@ async def _up(
                 from vcbus.k8s.cluster import ClusterSide
 
                 cluster = ClusterSide(buses["bridge"], api_client, observe_only=observe_only, namespace=namespace,
-                                      fence=ops.fence, actuator_bus=buses.get("actuator"))
+                                      fence=ops.fence, actuator_bus=buses.get("actuator"), ahead=ahead)
                 names = services + (("bridge",) if observe_only else CLUSTER_SERVICES)
             else:
                 names = services
@@ -400,6 +408,8 @@ async def run_services(
             from vcbus.bus.queueing import QueueDecider
 
             deciders.append(QueueDecider(decider_bus, publish_commands=not observing))
+    if cluster is not None:
+        cluster.feed(deciders)
     decider = deciders[0] if deciders else None
     projector = Projector(buses.get("projector", bus)) if "projector" in services else None
     sched = None

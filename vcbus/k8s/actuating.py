@@ -28,6 +28,11 @@ server with the reaction. Every other command still waits for the one before.
 A crash redelivers whatever was not acked, events included (their names make
 them idempotent).
 
+In one process with the decider (`vcbus up` with a cluster), the actuator also
+applies commands the moment they are decided, while they are being stored, and
+acks their stored copies with the result (vcbus.k8s.ahead; `offer`, `take`);
+`ahead=False` (`vcbus up --stored-commands-only`) turns that off.
+
 Commands carry `Nats-Msg-Id` `<K8S seq>:<index>` (the scheduler's
 `sched:<seq>:<session>:<index>`); it names Kubernetes Events deterministically,
 so a redelivered RecordEvent creates nothing new.
@@ -49,6 +54,7 @@ from statemachines import outputs as o
 from vcbus.bus import subjects as s
 from vcbus.bus.pulling import Puller
 from vcbus.k8s.actuator import Actuator
+from vcbus.k8s.ahead import Ahead
 from vcbus.k8s.apierrors import denied, permission_denied, refused, status_of, unreachable_retry
 from vcbus.k8s.leader import NotLeader
 from vcbus.observability import metrics
@@ -87,7 +93,7 @@ def _index(msg: Any) -> int:
 class ActuatorService:
     def __init__(
         self, bus: Any, api_client: Any, *, idle: float = 0.25, max_backoff: float = 10.0,
-        fence: Callable[[], None] | None = None,
+        fence: Callable[[], None] | None = None, ahead: bool = True,
     ) -> None:
         self.bus = bus
         self.actuator = Actuator(api_client)
@@ -99,6 +105,24 @@ class ActuatorService:
         self._events: list[asyncio.Task] = []  # RecordEvents being applied in the background
         self._calm = asyncio.Event()  # set: no command came for a moment (the waiting events may go)
         self._calm.set()
+        # commands the decider of this process offers as it stores them (vcbus.k8s.ahead); None: off
+        self.ahead: Ahead | None = Ahead(self._apply_once, self._idle) if ahead else None
+        self._running = False
+        self._busy = False  # a command (not an event) in hand
+        self._finished = 0  # the VCBUS_CMDS sequence of the last message taken in hand and dealt with
+
+    def offer(self, commands: list, after_seq: int) -> bool:
+        """The decider's hook (`Decider.ahead`): `vcbus.k8s.ahead.Ahead.offer`."""
+        return self.ahead is not None and self.ahead.offer(commands, after_seq)
+
+    def _idle(self, after_seq: int) -> bool:
+        return self._running and not self._busy and self._finished >= after_seq
+
+    async def _apply_once(self, cmd: Any, index: int, msg_id: str) -> str:
+        """One command applied ahead of its store: fenced, no retries (the stream path has them)."""
+        if self.fence is not None:
+            self.fence()
+        return await asyncio.to_thread(self.actuator.apply, cmd, index=index, msg_id=msg_id)
 
     async def _consumer(self) -> None:
         cfg = api.ConsumerConfig(
@@ -125,6 +149,7 @@ class ActuatorService:
         puller = Puller(self.bus.nc, s.CMDS_STREAM, DURABLE, batch=1, expires=5.0, heartbeat=1.0)
         await puller.start()
         self.ready.set()
+        self._running = True
         try:
             while not stop.is_set():
                 self._reap()
@@ -143,6 +168,11 @@ class ActuatorService:
             self._calm.set()  # stopping: the waiting events try now (and, stopped, stay unacked)
             await self._drain()
         finally:
+            self._running = False
+            if self.ahead is not None:
+                await self.ahead.close()
+                log.info("actuator: stopped; %d commands finished, %d of them applied ahead of their store",
+                         sum(self.results.values()), self.ahead.taken)
             for task in self._events:
                 task.cancel()  # unacked: redelivered to the next run
             await asyncio.gather(*self._events, return_exceptions=True)
@@ -168,6 +198,7 @@ class ActuatorService:
         except msgspec.DecodeError as err:
             log.warning("actuator: command seq %s is not readable, skipped: %s", msg.metadata.sequence.stream, err)
             await msg.ack()
+            self._finished = max(self._finished, msg.metadata.sequence.stream)
             return
         self._calm.clear()
         if isinstance(cmd, o.RecordEvent):
@@ -177,7 +208,12 @@ class ActuatorService:
                 self._reap()
             self._events.append(asyncio.create_task(self._later(cmd, msg, stop)))
         else:
-            await self._carry(cmd, msg, stop)
+            self._busy = True
+            try:
+                await self._carry(cmd, msg, stop)
+            finally:
+                self._busy = False
+        self._finished = max(self._finished, msg.metadata.sequence.stream)
 
     async def _later(self, cmd: Any, msg: Any, stop: asyncio.Event) -> None:
         """A RecordEvent: applied once no command came for EVENT_QUIET seconds (the commands right
@@ -191,8 +227,12 @@ class ActuatorService:
         """Apply `cmd` (retried while the API server is away), then ack it."""
         index = _index(msg)
         began = time.perf_counter()
+        done = await self.ahead.take(_msg_id(msg)) if self.ahead is not None else None
         try:
-            result = await self._apply(cmd, index, _msg_id(msg), msg, stop)
+            if done is not None:  # applied ahead of its store (its audit line said so then)
+                result = done[0]
+            else:
+                result = await self._apply(cmd, index, _msg_id(msg), msg, stop)
         except _Stopped:
             return  # not acked: redelivered to the next run
         except Exception as err:
@@ -204,7 +244,7 @@ class ActuatorService:
             await self._refused(cmd, index, _msg_id(msg), err)
         self.results[result] = self.results.get(result, 0) + 1
         metrics.command_result(cmd, result)
-        if log.isEnabledFor(logging.DEBUG):  # the audit benchmarks/latency.py times the API call by
+        if done is None and log.isEnabledFor(logging.DEBUG):  # the audit benchmarks/latency.py times the API call by
             log.debug("actuator: %s %s for %s: %s in %.1f ms", _msg_id(msg), type(cmd).__name__, cmd.job, result,
                       (time.perf_counter() - began) * 1e3)
         await msg.ack_sync()

@@ -50,10 +50,17 @@ def api_client_for(kubeconfig: str | None, *, context: str | None = None) -> cli
 
 class ClusterSide:
     def __init__(self, bus: Any, api_client: client.ApiClient, *, observe_only: bool = False, namespace: str | None = None,
-                 fence: Any = None, actuator_bus: Any = None):
-        """`bus` is the bridge's; `actuator_bus` the actuator's when it connects as its own NATS user."""
+                 fence: Any = None, actuator_bus: Any = None, ahead: bool = True):
+        """`bus` is the bridge's; `actuator_bus` the actuator's when it connects as its own NATS user;
+        `ahead` False: the actuator applies only stored commands (vcbus.k8s.ahead)."""
         self.bridge = Bridge(bus.js, api_client, namespace=namespace)
-        self.actuator = None if observe_only else ActuatorService(actuator_bus or bus, api_client, fence=fence)
+        self.actuator = None if observe_only else ActuatorService(actuator_bus or bus, api_client, fence=fence, ahead=ahead)
+
+    def feed(self, deciders: list[Any]) -> None:
+        """Let the actuator apply what these deciders, in this process, decide as they store it (vcbus.k8s.ahead)."""
+        if self.actuator is not None and self.actuator.ahead is not None:
+            for decider in deciders:
+                decider.ahead = self.actuator.offer
 
     def tasks(self, stop: asyncio.Event) -> list[asyncio.Task]:
         tasks = [asyncio.create_task(self.bridge.run(stop), name="bridge")]

@@ -34,6 +34,11 @@ COMMANDS = Counter(
     "refused (the API server refused for good; recorded and skipped).",
     ["command", "result"],
 )
+COMMANDS_AHEAD = Counter(
+    "vcbus_commands_ahead_total",
+    "Commands the actuator applied as the decider of its process decided them, before they were stored "
+    "(vcbus.k8s.ahead); their stored copies are acked with the result and counted in vcbus_commands_total.",
+)
 COMMAND_RETRIES = Counter(
     "vcbus_command_retries_total",
     "Command attempts that failed transiently (API server away, conflict storm) and were retried.",

@@ -1,0 +1,187 @@
+"""Commands applied ahead of their store (vcbus.k8s.ahead): in order, once, and never past older ones.
+
+The `Ahead` tests drive the lane with an apply function of their own (the
+actuator's part it calls: what it applied, in which order, and an error on
+purpose where a test needs one). The others run the real decider and the real
+actuator, on a real NATS server and a real API server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+import yaml
+from kubernetes import client
+
+from statemachines import outputs as o
+from statemachines.admission.mutate import mutate_job
+from statemachines.engine import Engine
+from statemachines.manifests.renderer import Renderer
+from tests.fixtures_nats import Crash, crash_after, publish_file, stream_messages
+from tests.test_actuator import SEED
+from vcbus.bus import subjects as s
+from vcbus.bus.connecting import open_bus
+from vcbus.bus.decider import Decider
+from vcbus.bus.publisher import Prepared
+from vcbus.k8s.actuating import DURABLE, ActuatorService
+from vcbus.k8s.actuator import JOB_GROUP, JOB_PLURAL, JOB_VERSION, PG_GROUP, PG_PLURAL, PG_VERSION
+from vcbus.k8s.ahead import Ahead
+from vcbus.k8s.cluster import ClusterSide
+
+T1 = "2026-11-30T08:05:00Z"
+
+
+def prepared(cmd: o.Output, msg_id: str) -> Prepared:
+    return Prepared(s.command_subject(cmd.job), o.encoder.encode(cmd), {"Nats-Msg-Id": msg_id})
+
+
+def kill(name: str, seq: int = 7) -> o.DeletePod:
+    return o.DeletePod(job="ns/j", seq=seq, time=T1, name=name, uid=f"uid-{name}", mark_out_of_sync=True)
+
+
+class Applier:
+    """The lane's apply: records what it was given; fails on the command named in `fail_on`."""
+
+    def __init__(self, fail_on: str | None = None) -> None:
+        self.calls: list[tuple[str, int, str]] = []
+        self.fail_on = fail_on
+        self.gate = asyncio.Event()
+        self.gate.set()
+
+    async def __call__(self, cmd, index: int, msg_id: str) -> str:
+        await self.gate.wait()
+        if getattr(cmd, "name", None) == self.fail_on:
+            raise ConnectionError("the API server went away")
+        self.calls.append((type(cmd).__name__, index, msg_id))
+        return "applied"
+
+
+async def test_an_offer_is_applied_in_order_and_its_stored_copies_get_the_results():
+    applier = Applier()
+    lane = Ahead(applier, lambda after: after <= 10)
+    event = o.RecordEvent(job="ns/j", seq=7, time=T1, reason="Restarting", message="pod failed")
+    flight = [prepared(event, "7:0"), prepared(kill("a"), "7:1"), prepared(kill("b"), "7:2")]
+    assert lane.offer(flight, 10)
+    result, took = await lane.take("7:1")
+    assert result == "applied" and took >= 0
+    assert (await lane.take("7:2"))[0] == "applied"
+    assert await lane.take("7:0") is None  # the RecordEvent is the stream's
+    assert await lane.take("7:1") is None  # taken once: a second copy is applied as usual
+    assert applier.calls == [("DeletePod", 1, "7:1"), ("DeletePod", 2, "7:2")]
+    assert lane.taken == 2
+
+
+async def test_an_error_leaves_that_command_and_the_ones_after_it_to_the_stream():
+    applier = Applier(fail_on="b")
+    lane = Ahead(applier, lambda after: True)
+    assert lane.offer([prepared(kill("a"), "7:0"), prepared(kill("b"), "7:1"), prepared(kill("c"), "7:2")], 0)
+    assert (await lane.take("7:0"))[0] == "applied"
+    assert await lane.take("7:1") is None
+    assert await lane.take("7:2") is None
+    assert [c[2] for c in applier.calls] == ["7:0"]  # c was never tried: it must not overtake b
+
+
+async def test_nothing_is_taken_behind_older_commands_beside_a_running_offer_or_after_close():
+    applier = Applier()
+    finished = [5]
+    lane = Ahead(applier, lambda after: finished[0] >= after)
+    assert not lane.offer([prepared(kill("a"), "9:0")], 6)  # the actuator has not reached seq 6 yet
+    assert lane.offer([prepared(kill("a"), "9:0")], 5)
+    assert (await lane.take("9:0"))[0] == "applied"
+    applier.gate.clear()  # the next apply waits until the gate opens
+    assert lane.offer([prepared(kill("b"), "10:0")], 5)
+    await asyncio.sleep(0)
+    assert not lane.offer([prepared(kill("c"), "11:0")], 5)  # one offer at a time: c waits for b
+    waiting = asyncio.create_task(lane.take("10:0"))
+    applier.gate.set()
+    assert (await waiting)[0] == "applied"
+    unreadable = Prepared("vcbus.cmd.ns.j", b"{not json", {"Nats-Msg-Id": "12:0"})
+    assert not lane.offer([unreadable], 5)  # the stream path says what is wrong with it
+    await lane.close()
+    assert not lane.offer([prepared(kill("d"), "13:0")], 5)
+    assert [c[2] for c in applier.calls] == ["9:0", "10:0"]
+
+
+# --------------------------------------------------------------------------- the real decider and actuator
+
+
+async def until(predicate, what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"not within {timeout}s: {what}"
+        await asyncio.sleep(0.05)
+
+
+@pytest.mark.k8s
+@pytest.mark.nats
+async def test_a_decider_and_an_actuator_in_one_process_apply_each_command_once(k8s, k8s_namespace, bus_settings, tmp_path):
+    api = k8s.api_client()
+    ns = k8s_namespace
+    custom = client.CustomObjectsApi(api)
+    manifest = mutate_job(yaml.safe_load(SEED.read_text()))
+    manifest["metadata"]["namespace"] = ns
+    manifest["spec"]["plugins"].pop("status-mounter", None)  # no ConfigMap work: pods, PodGroup and status only
+    job = custom.create_namespaced_custom_object(JOB_GROUP, JOB_VERSION, ns, JOB_PLURAL, manifest)
+    queue = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+             "metadata": {"name": job["spec"]["queue"], "uid": "q-uid", "resourceVersion": "1"},
+             "spec": {"weight": 1}, "status": {"state": "Open"}}
+    log = tmp_path / "job.jsonl"
+    log.write_text("".join(json.dumps({"type": "ADDED", "object": obj}) + "\n" for obj in (queue, job)))
+    await publish_file(bus_settings, log)
+
+    def pods_groups(ns: str) -> list:
+        return custom.list_namespaced_custom_object(PG_GROUP, PG_VERSION, ns, PG_PLURAL)["items"]
+
+    async with open_bus(bus_settings) as bus:
+        side = ClusterSide(bus, api, namespace=ns)
+        renderer = Renderer()
+        decider = Decider(bus, engine=Engine(render_pod=renderer.pod, render_podgroup=renderer.podgroup))
+        side.feed([decider])
+        actuator = side.actuator
+        stop = asyncio.Event()
+        act = asyncio.create_task(actuator.run(stop=stop))
+        await asyncio.wait_for(actuator.ready.wait(), 30)
+        dec = asyncio.create_task(decider.run(stop=stop))
+        try:
+            await until(lambda: pods_groups(ns), "the seed job's PodGroup")  # its pods wait for a scheduler
+            stored = [o.command_decoder.decode(body) for *_, body in await stream_messages(bus_settings, s.CMDS_STREAM)]
+            commands = [c for c in stored if not isinstance(c, o.RecordEvent)]
+            await until(lambda: sum(actuator.results.values()) == len(stored), "every stored copy acked")
+        finally:
+            stop.set()
+            await asyncio.wait_for(asyncio.gather(act, dec), 30)
+        info = await bus.js.consumer_info(s.CMDS_STREAM, DURABLE)
+    assert {type(c).__name__ for c in commands} >= {"CreatePodGroup", "UpdateJobStatus"}
+    assert actuator.ahead.taken == len(commands)  # every one applied as it was decided ...
+    assert actuator.results["applied"] == len(stored) and actuator.results["done"] == 0  # ... and once
+    assert info.num_pending == 0 and info.num_ack_pending == 0
+
+
+@pytest.mark.nats
+async def test_a_decider_offers_nothing_behind_stored_commands_nor_from_records_an_earlier_run_received(
+        bus_settings, many_jobs_log):
+    await publish_file(bus_settings, many_jobs_log)
+    async with open_bus(bus_settings) as bus:
+        first = Decider(bus, clock=lambda: "1970-01-01T00:00:00Z")
+        crash_after(first, 400)
+        with pytest.raises(Crash):
+            await first.run(until_idle=True)
+        offers: list[tuple[int, int]] = []  # (K8S seq of the offer's first command, after_seq)
+
+        def offer(commands: list[Prepared], after_seq: int) -> bool:
+            offers.append((int(commands[0].headers["Nats-Msg-Id"].split(":")[0]), after_seq))
+            return False
+
+        stored_before = (await bus.js.stream_info(s.CMDS_STREAM)).state.last_seq
+        assert stored_before > 0
+        second = Decider(bus, clock=lambda: "1970-01-01T00:00:00Z")
+        second.ahead = offer
+        await second.run(until_idle=True)
+    assert offers, "the decider never offered a flight"
+    assert all(seq > second._careful_until for seq, _ in offers)  # received by the first run: never offered
+    assert min(after for _, after in offers) >= stored_before  # behind what the first run stored
+    afters = [after for _, after in offers]
+    assert afters == sorted(afters)
