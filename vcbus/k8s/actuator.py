@@ -124,12 +124,7 @@ class Actuator(SchedulerCommands, EventRecording):
     # ------------------------------------------------------------------ helpers
 
     def _job(self, ns: str, name: str) -> dict | None:
-        try:
-            return self.custom.get_namespaced_custom_object(JOB_GROUP, JOB_VERSION, ns, JOB_PLURAL, name)
-        except ApiException as err:
-            if _status(err) == 404:
-                return None
-            raise
+        return rawcalls.read(self.api, rawcalls.object_path(JOB_GROUP, JOB_VERSION, ns, JOB_PLURAL, name))  # None: not found
 
     def _deletable(self, obj: Any, kind: str, ns: str, name: str) -> None:
         """`require_owned(..., gone_ok=True)` for a delete, reading the vcjob only when it can matter.
@@ -159,7 +154,7 @@ class Actuator(SchedulerCommands, EventRecording):
             raise ValueError(f"CreatePod {cmd.name} carries no pod manifest (the decider must render pods)")
         require_manifest(cmd.pod, "Pod", ns, name, job)
         try:
-            self.core.create_namespaced_pod(ns, cmd.pod)
+            rawcalls.call(self.api, "POST", rawcalls.pods_path(ns), body=cmd.pod)
         except ApiException as err:
             if _status(err) == 409:
                 return "done"
@@ -274,7 +269,7 @@ class Actuator(SchedulerCommands, EventRecording):
             raise ValueError(f"CreatePodGroup {cmd.name} carries no manifest (the decider must render it)")
         require_manifest(body, "PodGroup", ns, name, job)
         try:
-            self.custom.create_namespaced_custom_object(PG_GROUP, PG_VERSION, ns, PG_PLURAL, body)
+            rawcalls.call(self.api, "POST", rawcalls.object_path(PG_GROUP, PG_VERSION, ns, PG_PLURAL), body=body)
         except ApiException as err:
             if _status(err) == 409:
                 return "done"
@@ -282,12 +277,7 @@ class Actuator(SchedulerCommands, EventRecording):
         return "applied"
 
     def _podgroup(self, ns: str, name: str) -> dict | None:
-        try:
-            return self.custom.get_namespaced_custom_object(PG_GROUP, PG_VERSION, ns, PG_PLURAL, name)
-        except ApiException as err:
-            if _status(err) == 404:
-                return None
-            raise
+        return rawcalls.read(self.api, rawcalls.object_path(PG_GROUP, PG_VERSION, ns, PG_PLURAL, name))  # None: not found
 
     def _UpdatePodGroup(self, ns: str, name: str, cmd: o.UpdatePodGroup, index: int) -> str:
         pg = self._podgroup(ns, cmd.name)
@@ -341,9 +331,8 @@ class Actuator(SchedulerCommands, EventRecording):
                 {"op": "add", "path": "/status", "value": status},
             ]
             try:
-                self.custom.patch_namespaced_custom_object_status(
-                    JOB_GROUP, JOB_VERSION, ns, JOB_PLURAL, name, patch, _content_type="application/json-patch+json"
-                )
+                rawcalls.call(self.api, "PATCH", rawcalls.object_path(JOB_GROUP, JOB_VERSION, ns, JOB_PLURAL, name) + "/status",
+                              body=patch, content_type=rawcalls.JSON_PATCH)
                 self._status_files(job, status)
                 return "applied"
             except ApiException as err:
@@ -410,7 +399,7 @@ class Actuator(SchedulerCommands, EventRecording):
         if kind == "Secret":
             manifest = mark_managed(manifest)  # Secrets are only ever patched when vcbus made them
         try:
-            getattr(self._api_for(kind), f"create_namespaced_{api}")(ns, manifest)
+            rawcalls.call(self.api, "POST", _collection(kind, ns), body=manifest)
         except ApiException as err:
             if _status(err) != 409:
                 raise
@@ -424,10 +413,8 @@ class Actuator(SchedulerCommands, EventRecording):
                 self._patch_managed_secret(ns, name, patch)
             elif patch and kind == "ConfigMap" and owners:  # only the job's own ConfigMap (vcbus.k8s.ownership)
                 try:
-                    self.core.patch_namespaced_config_map(
-                        name, ns, managed_patch(patch, owner_tests(owners[0][0])),
-                        _content_type="application/json-patch+json",
-                    )
+                    rawcalls.call(self.api, "PATCH", f"{_collection(kind, ns)}/{rawcalls.quote(name, safe='')}",
+                                  body=managed_patch(patch, owner_tests(owners[0][0])), content_type=rawcalls.JSON_PATCH)
                 except ApiException as err:
                     if _status(err) in (400, 422):  # a test failed: a ConfigMap of that name that is not the job's
                         raise Refused(f"ConfigMap {ns}/{name} does not belong to vcjob {ns}/{owners[0][0]}: not patched") from None
@@ -438,9 +425,8 @@ class Actuator(SchedulerCommands, EventRecording):
     def _patch_managed_secret(self, ns: str, name: str, patch: dict) -> None:
         """Patch a Secret's data only if vcbus created it (one request: a JSON-patch test, then the keys)."""
         try:
-            self.core.patch_namespaced_secret(
-                name, ns, managed_patch(patch), _content_type="application/json-patch+json"
-            )
+            rawcalls.call(self.api, "PATCH", f"{_collection('Secret', ns)}/{rawcalls.quote(name, safe='')}",
+                          body=managed_patch(patch), content_type=rawcalls.JSON_PATCH)
         except ApiException as err:
             if _status(err) == 422:  # the test failed: someone else's Secret of that name
                 raise Refused(f"Secret {ns}/{name} was not created by vcbus (no {MANAGED_BY} annotation): not patched") from None
@@ -486,6 +472,18 @@ class Actuator(SchedulerCommands, EventRecording):
         return self.core
 
 
+def _collection(kind: str, ns: str) -> str:
+    """The path of a plugin object kind's collection in a namespace (`_OBJECT_APIS`'s kinds)."""
+    prefix, plural = _OBJECT_PATHS[kind]
+    return f"{prefix}/namespaces/{rawcalls.quote(ns, safe='')}/{plural}"
+
+
+_OBJECT_PATHS = {
+    "ConfigMap": ("/api/v1", "configmaps"),
+    "Service": ("/api/v1", "services"),
+    "Secret": ("/api/v1", "secrets"),
+    "NetworkPolicy": ("/apis/networking.k8s.io/v1", "networkpolicies"),
+}
 _OBJECT_APIS = {
     "ConfigMap": "config_map",
     "Service": "service",
