@@ -21,8 +21,9 @@ not handle (a proxy) takes the client's own path. The actuator sends its
 frequent requests this way: the kill's PATCH and DELETE, CreatePod, CreatePodGroup,
 the vcjob and PodGroup reads, the vcjob status PATCH and the plugins' object
 creates and JSON patches (its CPU per command, `time.thread_time` over a
-`benchmarks/latency.py --quick` run: CreatePod 2.3 -> 0.8 ms, CreatePodGroup
-1.6 -> 0.8 ms, UpdateJobStatus 2.6 -> 1.9 ms; all commands 589 -> 417 ms).
+`benchmarks/latency.py --quick` run: CreatePod 2.3 -> 0.9 ms, CreatePodGroup
+1.6 -> 0.9 ms, UpdateJobStatus 2.6 -> 1.4 ms, PluginHook 2.2 -> 1.1 ms; all
+commands 589 -> 362 ms).
 
 A non-2xx answer raises the client's own `ApiException` with the status and
 body, and a broken connection an `OSError`, so callers and `vcbus.k8s.apierrors`
