@@ -105,6 +105,16 @@ async def test_nothing_is_taken_behind_older_commands_beside_a_running_offer_or_
     assert [c[2] for c in applier.calls] == ["9:0", "10:0"]
 
 
+async def test_a_lease_lost_before_the_first_command_leaves_the_whole_offer_to_the_stream():
+    def deposed(cmd, index: int, msg_id: str):
+        raise RuntimeError("not the leader")  # what the fence raises, before anything starts
+
+    lane = Ahead(deposed, lambda after: True)
+    assert not lane.offer([prepared(kill("a"), "8:0"), prepared(kill("b"), "8:1")], 0)
+    assert await lane.take("8:0") is None and await lane.take("8:1") is None
+    assert lane.taken == 0
+
+
 # --------------------------------------------------------------------------- the real decider and actuator
 
 
@@ -162,9 +172,11 @@ async def test_a_decider_and_an_actuator_in_one_process_apply_each_command_once(
 
 @pytest.mark.nats
 async def test_a_decider_offers_nothing_behind_stored_commands_nor_from_records_an_earlier_run_received(
-        bus_settings, many_jobs_log):
+        bus_settings, many_jobs_log, tmp_path):
     await publish_file(bus_settings, many_jobs_log)
     async with open_bus(bus_settings) as bus:
+        older = o.RecordEvent(job="ns/j", seq=1, time=T1, reason="Older", message="stored before these runs")
+        await bus.js.publish(s.command_subject(older.job), o.encoder.encode(older), headers={"Nats-Msg-Id": "old:1"})
         first = Decider(bus, clock=lambda: "1970-01-01T00:00:00Z")
         crash_after(first, 400)
         with pytest.raises(Crash):
@@ -175,13 +187,26 @@ async def test_a_decider_offers_nothing_behind_stored_commands_nor_from_records_
             offers.append((int(commands[0].headers["Nats-Msg-Id"].split(":")[0]), after_seq))
             return False
 
-        stored_before = (await bus.js.stream_info(s.CMDS_STREAM)).state.last_seq
-        assert stored_before > 0
+        stored_before = (await bus.js.stream_info(s.CMDS_STREAM)).state.last_seq  # the older one, and the first run's
         second = Decider(bus, clock=lambda: "1970-01-01T00:00:00Z")
         second.ahead = offer
-        await second.run(until_idle=True)
-    assert offers, "the decider never offered a flight"
+        stop = asyncio.Event()
+        task = asyncio.create_task(second.run(stop=stop))
+        try:
+            last = (await bus.js.stream_info(s.K8S_STREAM)).state.last_seq
+            await until(lambda: second.applied >= last and not second._flights, "the second run to catch up")
+            # one more job, decided with nothing in flight: its commands are offered
+            job = next(json.loads(line) for line in many_jobs_log.read_text().splitlines()
+                       if '"kind":"Job"' in line.replace(" ", "") and '"ADDED"' in line)
+            job["object"]["metadata"].update(name="one-more", uid="one-more-uid", resourceVersion="999999")
+            more = tmp_path / "more.jsonl"
+            more.write_text(json.dumps(job) + "\n")
+            await publish_file(bus_settings, more)
+            await until(lambda: any(seq > last for seq, _ in offers), "the new job's commands offered")
+        finally:
+            stop.set()
+            await asyncio.wait_for(task, 60)
     assert all(seq > second._careful_until for seq, _ in offers)  # received by the first run: never offered
-    assert min(after for _, after in offers) >= stored_before  # behind what the first run stored
+    assert min(after for _, after in offers) >= stored_before  # behind everything stored before it started
     afters = [after for _, after in offers]
     assert afters == sorted(afters)

@@ -42,9 +42,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 import msgspec
 import tenacity
@@ -106,7 +107,7 @@ class ActuatorService:
         self._calm = asyncio.Event()  # set: no command came for a moment (the waiting events may go)
         self._calm.set()
         # commands the decider of this process offers as it stores them (vcbus.k8s.ahead); None: off
-        self.ahead: Ahead | None = Ahead(self._apply_once, self._idle) if ahead else None
+        self.ahead: Ahead | None = Ahead(self._start_once, self._idle) if ahead else None
         self._running = False
         self._busy = False  # a command (not an event) in hand
         self._finished = 0  # the VCBUS_CMDS sequence of the last message taken in hand and dealt with
@@ -118,11 +119,13 @@ class ActuatorService:
     def _idle(self, after_seq: int) -> bool:
         return self._running and not self._busy and self._finished >= after_seq
 
-    async def _apply_once(self, cmd: Any, index: int, msg_id: str) -> str:
-        """One command applied ahead of its store: fenced, no retries (the stream path has them)."""
+    def _start_once(self, cmd: Any, index: int, msg_id: str) -> Awaitable[str]:
+        """One command applied ahead of its store: fenced, started in a worker thread now, no retries
+        (the stream path has them)."""
         if self.fence is not None:
             self.fence()
-        return await asyncio.to_thread(self.actuator.apply, cmd, index=index, msg_id=msg_id)
+        call = functools.partial(self.actuator.apply, cmd, index=index, msg_id=msg_id)
+        return asyncio.get_running_loop().run_in_executor(None, call)
 
     async def _consumer(self) -> None:
         cfg = api.ConsumerConfig(

@@ -54,11 +54,18 @@ HELD = 4096  # results kept for stored copies still to come (more: the oldest ar
 Applied = tuple[str, float]  # (the apply's result, its milliseconds)
 
 
+def _index(msg_id: str) -> int:
+    _, _, index = msg_id.rpartition(":")
+    return int(index) if index.isdigit() else 0
+
+
 class Ahead:
     """The actuator's side: offers taken, run in order, and their results for the stored copies."""
 
-    def __init__(self, apply: Callable[[Any, int, str], Awaitable[str]], idle: Callable[[int], bool]) -> None:
-        self._apply = apply  # one command, in a worker thread, fenced (the actuator's own path, no retries)
+    def __init__(self, start: Callable[[Any, int, str], Awaitable[str]], idle: Callable[[int], bool]) -> None:
+        # one command: fenced, then started at once in a worker thread (the actuator's own apply, no
+        # retries); returns what to await for its result
+        self._start = start
         self._idle = idle  # whether the actuator finished every command up to this sequence and holds none
         self._results: OrderedDict[str, asyncio.Future] = OrderedDict()
         self._task: asyncio.Task | None = None
@@ -94,18 +101,27 @@ class Ahead:
             _, old = self._results.popitem(last=False)
             if not old.done():
                 old.set_result(None)
-        self._task = asyncio.create_task(self._run(todo, futures), name="actuator-ahead")
+        began = time.perf_counter()
+        try:  # the first one starts now, not on the task's first turn of the loop
+            first = self._start(todo[0][1], _index(todo[0][0]), todo[0][0])
+        except Exception:  # noqa: BLE001 - e.g. the Lease is lost: the stream path says so
+            for fut in futures:
+                fut.set_result(None)
+            return False
+        self._task = asyncio.create_task(self._run(todo, futures, first, began), name="actuator-ahead")
         return True
 
-    async def _run(self, todo: list[tuple[str, Any]], futures: list[asyncio.Future]) -> None:
+    async def _run(self, todo: list[tuple[str, Any]], futures: list[asyncio.Future], first: Awaitable[str],
+                   began: float) -> None:
         k = 0
         try:
             for k, (msg_id, cmd) in enumerate(todo):
-                if self.closed:
-                    break
-                _, _, index = msg_id.rpartition(":")
-                began = time.perf_counter()
-                result = await self._apply(cmd, int(index) if index.isdigit() else 0, msg_id)
+                if k:
+                    if self.closed:
+                        break
+                    began = time.perf_counter()
+                    first = self._start(cmd, _index(msg_id), msg_id)
+                result = await first
                 took = (time.perf_counter() - began) * 1e3
                 if not futures[k].done():
                     futures[k].set_result((result, took))
