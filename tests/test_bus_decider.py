@@ -86,7 +86,7 @@ async def test_a_restarted_decider_continues_without_duplicates(bus_settings, ma
         stats = await second.run(until_idle=True)
     records = [(seq, body) for seq, _, _, body in await stream_messages(bus_settings, s.K8S_STREAM)]
     # the acked records were folded again (not decided again); the rest decided once more
-    assert 0 < stats.rebuilt <= 700 and stats.rebuilt + stats.decided == len(records)
+    assert 0 < stats.rebuilt < len(records) and stats.rebuilt + stats.decided == len(records)
     want = expected_outputs(records)
     for stream in (s.JOBS_STREAM, s.CMDS_STREAM):
         have = await stream_messages(bus_settings, stream)
