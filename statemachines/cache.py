@@ -17,7 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from statemachines.model.objects import Job, Pod, controller_job_ref
+from msgspec import Struct
+
+from statemachines.model.objects import JOB_API_VERSION, Job, Pod
 from statemachines.model.status import JobStatus
 from statemachines.task.counts import TaskBook
 
@@ -181,24 +183,26 @@ class JobEntry:
         return sum(len(p) for p in self.pods.values())
 
 
-class PodIdentity:
-    """What §4.1 takes from a pod: which job and task it belongs to, and its job version."""
+class PodIdentity(Struct, frozen=True, gc=False):
+    """What §4.1 takes from a pod: which job and task it belongs to, and its job version.
 
-    __slots__ = ("job_name", "task", "version", "job_uid")
+    A Struct: one is made for every pod record, and its constructor runs in C."""
 
-    def __init__(self, job_name: str, task: str, version: int, job_uid: str) -> None:
-        self.job_name = job_name
-        self.task = task
-        self.version = version
-        self.job_uid = job_uid
+    job_name: str
+    task: str
+    version: int
+    job_uid: str
 
 
 def pod_identity(pod: Pod) -> PodIdentity | None:
     """None when the controller ignores the pod (§4.1)."""
-    ref = controller_job_ref(pod.metadata)
-    if ref is None:
+    meta = pod.metadata
+    for ref in meta.owner_references or ():  # `controller_job_ref`, inlined (it runs for every pod record)
+        if ref.controller and ref.kind == "Job" and ref.api_version == JOB_API_VERSION:
+            break
+    else:
         return None
-    annotations = pod.metadata.annotations
+    annotations = meta.annotations
     if not annotations:
         return None
     job_name = annotations.get(JOB_NAME)

@@ -118,3 +118,57 @@ async def test_the_bus_and_a_replay_of_a_log_concatenated_twice_give_the_same_st
     assert name == "resnet-dist-train"
     assert on_bus == replayed
     assert on_bus["state"]["phase"] == "Completed" and on_bus["retryCount"] == 1
+
+
+def _pod(uid: str, rv: str, rtype: str = "MODIFIED") -> dict:
+    """A pod no job owns: the engine ignores it, so only the repeat filter decides whether it is applied."""
+    return {"type": rtype, "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": f"pod-{uid}", "namespace": "default", "uid": uid, "resourceVersion": rv}}}
+
+
+def _applied(recs: list[dict]) -> list[int]:
+    data = "".join(json.dumps(r) + "\n" for r in recs).encode()
+    applied: list[int] = []
+    replay_stream(io.BytesIO(data), "log", on_record=lambda seq, outs: applied.append(seq))
+    return applied
+
+
+def _expected(recs: list[dict]) -> list[int]:
+    """What `Repeats.seen`, one record at a time, keeps."""
+    repeats = Repeats()
+    kept = []
+    for seq, r in enumerate(recs, 1):
+        meta = r["object"]["metadata"]
+        uid, rv = meta["uid"], meta["resourceVersion"]
+        if not (rv and uid) or not repeats.seen(uid, rv, r["type"]):
+            kept.append(seq)
+    return kept
+
+
+def test_the_fold_drops_what_the_window_drops_in_order_and_out_of_it(monkeypatch):
+    """The fold only lists the identities of records in resourceVersion order (none can be a repeat)
+    and looks records up from the first one out of that order: it keeps and drops what `Repeats.seen`
+    does, generation turnovers included (a window of 8 here)."""
+    import random
+
+    monkeypatch.setattr(Repeats, "WINDOW", 8)
+    in_order = [_pod(f"u{i}", str(i + 1)) for i in range(40)]
+    cases = {
+        "in order": in_order,
+        "then repeats, recent and long gone": in_order + [in_order[i] for i in (39, 36, 33, 30, 20, 5)],
+        "a repeat as another type": in_order[:10] + [_pod("u9", "10", "DELETED"), in_order[9]] + in_order[10:],
+        "leading zeros, text and empty versions": [
+            _pod("a", "7"), _pod("a", "007"), _pod("a", "7"), _pod("b", "10"), _pod("c", "x1"), _pod("c", "x1"),
+            _pod("d", ""), _pod("d", ""), _pod("e", "11"), _pod("e", "007"), _pod("e", "011"), _pod("e", "11"),
+        ],
+    }
+    rng = random.Random(11)
+    for n in range(6):
+        recs = [_pod(f"u{rng.randrange(6)}", str(rng.randrange(1, 30)), rng.choice(["ADDED", "MODIFIED"]))
+                for _ in range(60)]
+        cases[f"random {n}"] = recs
+        cases[f"in order, then random {n}"] = in_order + recs
+    for name, recs in cases.items():
+        assert _applied(recs) == _expected(recs), name
+    repeated = cases["then repeats, recent and long gone"]
+    assert 0 < len(repeated) - len(_expected(repeated)) < 6  # the test has repeats both dropped and taken again

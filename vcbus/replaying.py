@@ -141,6 +141,8 @@ def fewer_gc_passes() -> Iterator[None]:
 # are these. tests/test_replay_dispatch.py checks that applying them changes neither view.
 NOT_FOR_STATUS = frozenset({o.ActionResolved, o.UpdateJobStatus, o.CreatePod, o.DeletePod, o.PluginHook})
 NOT_FOR_HISTORY = frozenset({o.UpdateJobStatus, o.StatusChanged})
+_ACTION = o.ActionResolved  # for history, not for status (checked first in `_fold`)
+assert _ACTION in NOT_FOR_STATUS and _ACTION not in NOT_FOR_HISTORY
 
 
 class _OutOfOrder(Exception):
@@ -379,8 +381,17 @@ def _fold(
     cut = stop_seq is not None or stop_time is not None  # until the loop reads to the end
     check = order is not None
     repeats = Repeats()
-    # Repeats.seen, inlined (it runs for every record)
+    # Repeats.seen, inlined (it runs for every record). A repeat has the same resourceVersion string
+    # as a record before it, so a record whose resourceVersion comes after every one listed so far, by
+    # (length, text) (numbers without leading zeros: by value, as etcd writes them), cannot be one:
+    # while the log is in that order the records' identities are only listed, as (uid,
+    # resourceVersion, type), and the window's sets are made from the two lists at the first record
+    # that is not; from then on every record is looked up. The generations turn over at the same
+    # records either way (no two listed identities are equal).
     seen_now, seen_before, window = repeats.current, repeats.previous, Repeats.WINDOW
+    listed_now: list[tuple[str, str, str]] | None = []
+    listed_before: list[tuple[str, str, str]] = []
+    last_size, last_rv = 0, ""  # the last resourceVersion listed, and its length
     last_kind = None
     # OrderCheck.check, inlined (it runs for every record): the highest resourceVersion, its kind,
     # and the highest among the other kinds
@@ -403,14 +414,25 @@ def _fold(
                 rv = meta.resource_version
                 uid = meta.uid
                 if rv and uid:
-                    ident = f"{uid}\n{rv}\n{decoded.type}"  # type: ignore[attr-defined]
-                    if ident in seen_now or ident in seen_before:
-                        repeats.dropped += 1
-                        continue  # an exact repeat, dropped as the bus drops it
-                    seen_now.add(ident)
-                    if len(seen_now) >= window:
-                        seen_before = repeats.previous = seen_now
-                        seen_now = repeats.current = set()
+                    size = len(rv)
+                    if listed_now is not None and (size > last_size or (size == last_size and rv > last_rv)):
+                        last_size, last_rv = size, rv
+                        listed_now.append((uid, rv, decoded.type))  # type: ignore[attr-defined]
+                        if len(listed_now) >= window:
+                            listed_before, listed_now = listed_now, []
+                    else:
+                        if listed_now is not None:  # the first record out of that order: sets from now on
+                            seen_before = repeats.previous = {f"{u}\n{r}\n{t}" for u, r, t in listed_before}
+                            seen_now = repeats.current = {f"{u}\n{r}\n{t}" for u, r, t in listed_now}
+                            listed_now = listed_before = None  # type: ignore[assignment]
+                        ident = f"{uid}\n{rv}\n{decoded.type}"  # type: ignore[attr-defined]
+                        if ident in seen_now or ident in seen_before:
+                            repeats.dropped += 1
+                            continue  # an exact repeat, dropped as the bus drops it
+                        seen_now.add(ident)
+                        if len(seen_now) >= window:
+                            seen_before = repeats.previous = seen_now
+                            seen_now = repeats.current = set()
                 if check and decoded.time is None:  # type: ignore[attr-defined]
                     if rv:
                         try:
@@ -454,6 +476,10 @@ def _fold(
                 continue
             for out in outs:
                 cls = out.__class__
+                if cls is _ACTION:  # most outputs, one per request: history only
+                    if history:
+                        h_apply(out)
+                    continue
                 if history and cls not in NOT_FOR_HISTORY:
                     h_apply(out)
                 if cls not in NOT_FOR_STATUS:

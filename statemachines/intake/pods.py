@@ -16,12 +16,12 @@ from typing import Any
 from statemachines.cache import OUT_OF_SYNC, PARTITION_ID, JobEntry, PodState, first_exit_code, pod_identity
 from statemachines.following import follow_version
 from statemachines.intake.jobs import forget_if_empty
-from statemachines.model.objects import Pod
+from statemachines.model.objects import Pod, job_key
 from statemachines.model.vocabulary import Event
 from statemachines.policies import Request
 from statemachines.task.handlers import step_task
 from statemachines.task.machine import POD_SUCCEEDED, POD_UPDATED, PODS_CHANGED
-from statemachines.worker import handle
+from statemachines.worker import follow_up, process
 
 _QUIET_TASK_PHASES = (None, "Pending", "Running")  # task phases in which retries_exhausted does not hold
 # The events as plain str: a StrEnum member is slow to look up, hash and compare (Python-level
@@ -39,8 +39,9 @@ def on_pod(engine: Any, rtype: str, pod: Pod) -> None:
         engine.ignored += 1
         return
     meta = pod.metadata
-    entry = engine.entry(meta.namespace, ident.job_name)
-    cached = entry.find_pod(ident.task, meta.name)
+    entry = engine.jobs.get(job_key(meta.namespace, ident.job_name)) or engine.entry(meta.namespace, ident.job_name)
+    pods = entry.pods.get(ident.task)  # `entry.find_pod`, inlined
+    cached = pods.get(meta.name) if pods else None
     req = Request(
         task=ident.task,
         pod=meta.name,
@@ -91,7 +92,9 @@ def on_pod(engine: Any, rtype: str, pod: Pod) -> None:
             req.event = update_event(engine, entry, cached, old_phase, counted)
             if req.event == POD_FAILED:
                 req.exit_code = first_exit_code(pod)
-    handle(engine, entry, req)
+    process(engine, entry, req)  # `handle`, inlined
+    if entry.followup:
+        follow_up(engine, entry)
 
 
 def update_event(engine: Any, entry: JobEntry, pod: PodState, old_phase: str, counted: bool) -> str:

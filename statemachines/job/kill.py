@@ -47,11 +47,18 @@ def _finish_kill(
     created = job.metadata.creation_timestamp
     if ltt and created:
         status.running_duration = go_duration(parse(ltt) - parse(created))
-    facts = spec_facts(entry)
+    facts = entry.facts  # `spec_facts`, inlined
+    if facts is None or facts.spec is not job.spec:
+        facts = spec_facts(entry)
     plugins = facts.plugins
     if plugins:
         resources = status.controlled_resources
-        present = resources is not None and any(key in resources for key, _ in facts.plugin_resources)
+        present = False
+        if resources is not None:
+            for key, _ in facts.plugin_resources:  # `any`, without a generator: this runs on every kill
+                if key in resources:
+                    present = True
+                    break
         if present or resources == {}:  # else unbooking them would leave an equal map
             bookkeep_plugins(status, plugins, add=False)
         if present:  # OnJobDelete runs on every kill; it only has work while the objects exist

@@ -21,6 +21,7 @@ _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+
 
 
 _checked: dict[str, bool] = {}  # timestamps repeat a lot in a log: each is parsed once
+_valid: set[str] = set()  # the valid ones among them (`object_time_if_valid` tests membership: no call)
 
 
 def valid_time(ts: str) -> bool:
@@ -36,7 +37,10 @@ def valid_time(ts: str) -> bool:
             ok = False
     if len(_checked) >= 65536:
         _checked.clear()
+        _valid.clear()
     _checked[ts] = ok
+    if ok:
+        _valid.add(ts)
     return ok
 
 
@@ -104,20 +108,20 @@ def object_time_if_valid(when: str | None, obj: KnownObject) -> str | None:
     objects, each a noticeable part of a pod record's cost. Done here at once, the
     time rides on the record (`Observed.at`). Equal to `INVALID if not all_valid(when,
     obj) else object_time(obj)`, always (tests/test_replay_time_walk.py checks it)."""
-    known = _checked.get
-    if when is not None and not (known(when) or valid_time(when)):
+    valid = _valid
+    if when is not None and not (when in valid or valid_time(when)):
         return INVALID
     meta = obj.metadata
     best = ts = meta.creation_timestamp
-    if ts is not None and not (known(ts) or valid_time(ts)):
+    if ts is not None and not (ts in valid or valid_time(ts)):
         return INVALID
     deleted = meta.deletion_timestamp
-    if deleted is not None and not (known(deleted) or valid_time(deleted)):
+    if deleted is not None and not (deleted in valid or valid_time(deleted)):
         return INVALID
     for entry in meta.managed_fields or ():
         ts = entry.time
         if ts is not None:
-            if not (known(ts) or valid_time(ts)):
+            if not (ts in valid or valid_time(ts)):
                 return INVALID
             if ts and (best is None or ts > best):
                 best = ts
@@ -131,7 +135,7 @@ def object_time_if_valid(when: str | None, obj: KnownObject) -> str | None:
         for c in status.conditions or ():
             ts = c.last_transition_time
             if ts is not None:
-                if not (known(ts) or valid_time(ts)):
+                if not (ts in valid or valid_time(ts)):
                     return INVALID
                 if ts and (best is None or ts > best):
                     best = ts
@@ -143,16 +147,16 @@ def object_time_if_valid(when: str | None, obj: KnownObject) -> str | None:
             run = st.running
             if term is not None:
                 started, ts = term.started_at, term.finished_at
-                if started is not None and not (known(started) or valid_time(started)):
+                if started is not None and not (started in valid or valid_time(started)):
                     return INVALID
-                if ts is not None and not (known(ts) or valid_time(ts)):
+                if ts is not None and not (ts in valid or valid_time(ts)):
                     return INVALID
                 ts = ts or started
                 if ts and (best is None or ts > best):
                     best = ts
             if run is not None:
                 started = run.started_at
-                if started is not None and not (known(started) or valid_time(started)):
+                if started is not None and not (started in valid or valid_time(started)):
                     return INVALID
                 if term is None and started and (best is None or started > best):
                     best = started
@@ -163,21 +167,21 @@ def object_time_if_valid(when: str | None, obj: KnownObject) -> str | None:
             term = st.terminated
             if term is not None:
                 ts = term.started_at
-                if ts is not None and not (known(ts) or valid_time(ts)):
+                if ts is not None and not (ts in valid or valid_time(ts)):
                     return INVALID
                 ts = term.finished_at
-                if ts is not None and not (known(ts) or valid_time(ts)):
+                if ts is not None and not (ts in valid or valid_time(ts)):
                     return INVALID
             run = st.running
             if run is not None:
                 ts = run.started_at
-                if ts is not None and not (known(ts) or valid_time(ts)):
+                if ts is not None and not (ts in valid or valid_time(ts)):
                     return INVALID
     elif cls is Job:
         status = obj.status  # type: ignore[union-attr]
         if status is not None:
             ts = status.state.last_transition_time
-            if ts is not None and not (known(ts) or valid_time(ts)):
+            if ts is not None and not (ts in valid or valid_time(ts)):
                 return INVALID
             if ts and (best is None or ts > best):
                 best = ts
