@@ -55,7 +55,7 @@ from statemachines import outputs as o
 from vcbus.bus import subjects as s
 from vcbus.bus.pulling import Puller
 from vcbus.k8s.actuator import Actuator
-from vcbus.k8s.ahead import Ahead
+from vcbus.k8s.ahead import Ahead, index_of
 from vcbus.k8s.apierrors import denied, permission_denied, refused, status_of, unreachable_retry
 from vcbus.k8s.leader import NotLeader
 from vcbus.observability import metrics
@@ -87,8 +87,7 @@ def _refusal(err: BaseException) -> str:
 
 
 def _index(msg: Any) -> int:
-    _, _, index = _msg_id(msg).rpartition(":")
-    return int(index) if index.isdigit() else 0
+    return index_of(_msg_id(msg))
 
 
 class ActuatorService:

@@ -54,7 +54,8 @@ HELD = 4096  # results kept for stored copies still to come (more: the oldest ar
 Applied = tuple[str, float]  # (the apply's result, its milliseconds)
 
 
-def _index(msg_id: str) -> int:
+def index_of(msg_id: str) -> int:
+    """The output index a command's `Nats-Msg-Id` ends with (`<seq>:<index>`); 0 without one."""
     _, _, index = msg_id.rpartition(":")
     return int(index) if index.isdigit() else 0
 
@@ -103,7 +104,7 @@ class Ahead:
                 old.set_result(None)
         began = time.perf_counter()
         try:  # the first one starts now, not on the task's first turn of the loop
-            first = self._start(todo[0][1], _index(todo[0][0]), todo[0][0])
+            first = self._start(todo[0][1], index_of(todo[0][0]), todo[0][0])
         except Exception:  # noqa: BLE001 - e.g. the Lease is lost: the stream path says so
             for fut in futures:
                 fut.set_result(None)
@@ -120,7 +121,7 @@ class Ahead:
                     if self.closed:
                         break
                     began = time.perf_counter()
-                    first = self._start(cmd, _index(msg_id), msg_id)
+                    first = self._start(cmd, index_of(msg_id), msg_id)
                 result = await first
                 took = (time.perf_counter() - began) * 1e3
                 if not futures[k].done():
