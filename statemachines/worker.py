@@ -65,9 +65,7 @@ def process(engine: Any, entry: JobEntry, req: Request) -> None:
         rule_a(engine, entry, req)
     if entry.job is None or entry.status is None:
         return
-    facts = entry.facts  # `spec_facts`, inlined
-    if facts is None or facts.spec is not entry.job.spec:
-        facts = spec_facts(entry)
+    facts = spec_facts(entry)
     res = resolve(entry.job, req, version=entry.status.version, explain=engine.explain, memo=facts.resolutions)
     phase = entry.status.state.phase
     engine.executing = (req, res)

@@ -47,9 +47,7 @@ def _finish_kill(
     created = job.metadata.creation_timestamp
     if ltt and created:
         status.running_duration = go_duration(parse(ltt) - parse(created))
-    facts = entry.facts  # `spec_facts`, inlined
-    if facts is None or facts.spec is not job.spec:
-        facts = spec_facts(entry)
+    facts = spec_facts(entry)
     plugins = facts.plugins
     if plugins:
         resources = status.controlled_resources

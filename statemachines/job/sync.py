@@ -49,9 +49,7 @@ def sync_job(ctx: JobContext, entry: JobEntry, handling: Handling, action: str) 
         return
     if not ctx.queue_exists(job.spec.queue):
         raise SyncError(f'queues.scheduling.volcano.sh "{job.spec.queue}" not found')
-    facts = entry.facts  # `spec_facts`, inlined
-    if facts is None or facts.spec is not job.spec:
-        facts = spec_facts(entry)
+    facts = spec_facts(entry)
     plugins = facts.plugins
     status = entry.status  # copied before anything changes it (emitted outputs hold it)
     phase = status.state.phase
