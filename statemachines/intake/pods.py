@@ -21,7 +21,7 @@ from statemachines.model.vocabulary import Event
 from statemachines.policies import Request
 from statemachines.task.handlers import step_task
 from statemachines.task.machine import POD_SUCCEEDED, POD_UPDATED, PODS_CHANGED
-from statemachines.worker import follow_up, process
+from statemachines.worker import handle
 
 _QUIET_TASK_PHASES = (None, "Pending", "Running")  # task phases in which retries_exhausted does not hold
 # The events as plain str: a StrEnum member is slow to look up, hash and compare (Python-level
@@ -92,9 +92,7 @@ def on_pod(engine: Any, rtype: str, pod: Pod) -> None:
             req.event = update_event(engine, entry, cached, old_phase, counted)
             if req.event == POD_FAILED:
                 req.exit_code = first_exit_code(pod)
-    process(engine, entry, req)  # `handle`, inlined
-    if entry.followup:
-        follow_up(engine, entry)
+    handle(engine, entry, req)
 
 
 def update_event(engine: Any, entry: JobEntry, pod: PodState, old_phase: str, counted: bool) -> str:
