@@ -7,7 +7,8 @@ does, and check each against `statemachines.model.records.decode`: the same
 record, or the same error message. The hostile shapes are the ones where a span of
 bytes equal to a known spec is not the object's one spec: a second `spec` key
 (before or after, valid or not, spelled with an escape or spaces), the known spec
-nested somewhere else, the placeholder's own text in the record.
+nested somewhere else, the placeholder's own text in the record (spaced or escaped
+too), an object that does not name its kind.
 """
 
 from __future__ import annotations
@@ -118,6 +119,8 @@ def test_hostile_shapes() -> None:
         "known spec nested in metadata, none on top": _with(no_spec, f'"x":{{"spec":{spec}}},', "name"),
         "placeholder as the object's spec": _with(no_spec, f'"extra":{{"spec":{spec}}},"spec":{{"vcbus":"\\u0000"}},'),
         "placeholder as a duplicate": _with(j, '"spec":{"vcbus":"\\u0000"},'),
+        "placeholder spaced, as a duplicate": _with(j, '"spec":{ "vcbus" : "\\u0000" },'),
+        "placeholder with an escaped key, as a duplicate": _with(j, '"spec":{"\\u0076cbus":"\\u0000"},'),
         "placeholder before the known spec": _with(no_spec, f'"spec":{{"vcbus":"\\u0000"}},"x":{{"spec":{spec}}},'),
         "spec not an object": _with(no_spec, '"spec":0,'),
         "spec null": _with(no_spec, '"spec":null,'),
@@ -128,6 +131,8 @@ def test_hostile_shapes() -> None:
         "bookmark": _text(j, "BOOKMARK"),
         "unknown type": _text(j, "CHANGED"),
         "another api group": _text(j | {"apiVersion": "batch/v1"}),
+        "no kind": _text({k: v for k, v in j.items() if k != "kind"}),
+        "a second kind, another one": _with(j, '"kind":"Pod",'),
         "no name": _text(j | {"metadata": {"namespace": "default", "uid": "u"}}),
     }
     for name, data in cases.items():
