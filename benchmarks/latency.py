@@ -40,9 +40,11 @@ the rest. The decider and the actuator share a process, so the actuator
 applies the DeletePod the moment it is decided, while it is being stored
 (vcbus.k8s.ahead): `actuator_wait` is then negative, the API call having
 started before the command was stored; `decider` is the command's store,
-beside the call. With `--stored-commands-only` (as `vcbus up` takes it) the
-actuator waits for the stored command, and `actuator_wait` is its delivery
-from the stream, decoding and the hand-over to the worker thread.
+which waits for that first apply (`vcbus.bus.decider.AHEAD_HOLD`;
+`--ahead-hold 0` stores it beside the apply). With `--stored-commands-only`
+(as `vcbus up` takes it) the actuator waits for the stored command, and
+`actuator_wait` is its delivery from the stream, decoding and the hand-over
+to the worker thread.
 
 Floor, measured in the same run: the API server's watch delivery for the pod
 status change (the `apiserver` stage itself), plus the raw JetStream publish
@@ -124,6 +126,7 @@ if str(ROOT) not in sys.path:
 from tests import k8s_env  # noqa: E402
 from vcbus.k8s.podsim import PodSimulator  # noqa: E402
 from vcbus.k8s.watching import api_request  # noqa: E402
+from vcbus.bus.decider import AHEAD_HOLD  # noqa: E402
 
 JOBS = "/apis/batch.volcano.sh/v1alpha1/namespaces/{ns}/jobs"
 PODGROUPS = "/apis/scheduling.volcano.sh/v1beta1/namespaces/{ns}/podgroups"
@@ -258,13 +261,14 @@ class VcbusProcess(Child):
 
     what = "the vcbus process"
 
-    def __init__(self, nats_url: str, kubeconfig: pathlib.Path, ns: str, log: pathlib.Path, stored_only: bool = False) -> None:
+    def __init__(self, nats_url: str, kubeconfig: pathlib.Path, ns: str, log: pathlib.Path, stored_only: bool = False,
+                 hold: float | None = None) -> None:
         self.audit = Audit()
         self.log = log
         self._err = open(log, "wb")
         self.proc = subprocess.Popen(
             [sys.executable, str(pathlib.Path(__file__).resolve()), "--serve", nats_url, str(kubeconfig), ns,
-             *(["--stored-commands-only"] if stored_only else [])],
+             *(["--stored-commands-only"] if stored_only else []), *([f"--ahead-hold={hold}"] if hold is not None else [])],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err, text=True)  # stdin: see `serve`
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
@@ -309,7 +313,7 @@ def volcano_version(binary: pathlib.Path) -> str:
     return " ".join(v for v in got if v and v not in ("Not provided.", "unknown")) or "unknown"
 
 
-async def serve(nats_url: str, kubeconfig: str, ns: str, *, ahead: bool = True) -> None:
+async def serve(nats_url: str, kubeconfig: str, ns: str, *, ahead: bool = True, hold: float | None = None) -> None:
     """The child: vcbus's bridge, one decider (with the pod renderer) and the actuator, exactly as
     `vcbus up --kubeconfig` assembles them, until SIGTERM or until its stdin closes (the benchmark
     is gone, even killed); the actuator's audit lines go to stdout."""
@@ -342,6 +346,8 @@ async def serve(nats_url: str, kubeconfig: str, ns: str, *, ahead: bool = True) 
         renderer = Renderer()
         engine = Engine(render_pod=renderer.pod, render_podgroup=renderer.podgroup)
         decider = Decider(bus, engine=engine)
+        if hold is not None:
+            decider.ahead_hold = hold
         cluster.feed([decider])
         tasks = [asyncio.create_task(decider.run(stop=stop)), *cluster.tasks(stop)]
         done, _ = await asyncio.wait([*tasks, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED)
@@ -428,7 +434,7 @@ async def until(what: str, cond, deadline: float = DEADLINE, every: float = 0.01
 
 
 async def run(n: int, workdir: pathlib.Path, verbose: bool, sync_interval: str = "always",
-              volcano_bin: pathlib.Path | None = None, stored_only: bool = False) -> dict:
+              volcano_bin: pathlib.Path | None = None, stored_only: bool = False, hold: float | None = None) -> dict:
     from vcbus.bus.connecting import open_bus
     from vcbus.bus.server import EmbeddedServer
     from vcbus.settings import BusSettings
@@ -459,7 +465,7 @@ async def run(n: int, workdir: pathlib.Path, verbose: bool, sync_interval: str =
             volcano_cpu = volcano_proc.cpu_per_failure
             await asyncio.to_thread(remove_all, api, vns)
         async with open_bus(BusSettings(nats_url=server.url), name="latency-driver") as bus:  # creates the streams
-            vcbus = VcbusProcess(server.url, env.kubeconfig, ns, workdir / "vcbus.log", stored_only)
+            vcbus = VcbusProcess(server.url, env.kubeconfig, ns, workdir / "vcbus.log", stored_only, hold)
             samples, template = await drive(api, ns, sim, bus, n, vcbus, queue)
             vcbus.stop()  # the floor: nothing else running
             vcbus_cpu = vcbus.cpu_per_failure
@@ -483,6 +489,7 @@ async def run(n: int, workdir: pathlib.Path, verbose: bool, sync_interval: str =
         "failures": len(pair),
         "sync_interval": sync_interval,
         "stored_commands_only": stored_only,
+        "ahead_hold_s": None if stored_only else (AHEAD_HOLD if hold is None else hold),
         "stages_ms": stages,
         "floor_ms": {**floor, "js_hops": hops, "p50": round(floor_p50, 2)},
         "ratio": round(stages["total"]["p50"] / floor_p50, 2) if floor_p50 else None,
@@ -687,12 +694,19 @@ def _idle(audit: Audit, quiet: float = 0.3) -> bool:
 async def _command(js, msg_id: str) -> float:
     from vcbus.bus import subjects as s
 
-    info = await js.stream_info(s.CMDS_STREAM)
-    for seq in range(info.state.last_seq, max(0, info.state.last_seq - 200), -1):
-        m = await js.get_msg(s.CMDS_STREAM, seq)
-        if (m.headers or {}).get("Nats-Msg-Id") == msg_id:
-            return m.time.timestamp()
-    raise RuntimeError(f"no command {msg_id} on {s.CMDS_STREAM}")
+    # applied ahead of its store, a command may be stored a moment after its audit line
+    end = time.monotonic() + 10.0
+    checked = 0
+    while True:
+        info = await js.stream_info(s.CMDS_STREAM)
+        for seq in range(info.state.last_seq, max(checked, info.state.last_seq - 200), -1):
+            m = await js.get_msg(s.CMDS_STREAM, seq)
+            if (m.headers or {}).get("Nats-Msg-Id") == msg_id:
+                return m.time.timestamp()
+        checked = max(checked, info.state.last_seq)
+        if time.monotonic() > end:
+            raise RuntimeError(f"no command {msg_id} on {s.CMDS_STREAM} after 10 s")
+        await asyncio.sleep(0.02)
 
 
 async def measure_floor(api, ns: str, bus, n: int, template: dict) -> dict:
@@ -780,17 +794,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stored-commands-only", action="store_true",
                     help="the actuator applies a command only once it is stored, as `vcbus up --stored-commands-only`"
                          " (default: as it is decided, vcbus.k8s.ahead)")
+    ap.add_argument("--ahead-hold", type=float, metavar="SECONDS",
+                    help="how long the decider holds a flight whose commands went ahead, waiting for the first "
+                         f"one's apply (default vcbus's own, {AHEAD_HOLD}; 0: stored beside it, the old path)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     ap.add_argument("--samples", action="store_true", help="include every sample in the JSON")
     ap.add_argument("--serve", nargs=3, metavar=("NATS_URL", "KUBECONFIG", "NAMESPACE"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.serve:  # the vcbus process (VcbusProcess)
         logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
-        asyncio.run(serve(*args.serve, ahead=not args.stored_commands_only))
+        asyncio.run(serve(*args.serve, ahead=not args.stored_commands_only, hold=args.ahead_hold))
         return 0
     n = args.failures or (8 if args.quick else 20)
     if n < 1:
         print("latency: --failures must be at least 1", file=sys.stderr)
+        return 2
+    if args.ahead_hold is not None and not 0 <= args.ahead_hold <= 10:
+        print(f"latency: --ahead-hold {args.ahead_hold}: seconds from 0 to 10", file=sys.stderr)
         return 2
     if args.volcano is not None and not (args.volcano.is_file() and os.access(args.volcano, os.X_OK)):
         print(f"latency: --volcano {args.volcano}: not an executable file (scripts/volcano-controller.sh "
@@ -799,7 +819,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     with tempfile.TemporaryDirectory(prefix="vcbus-latency-") as tmp:
         result = asyncio.run(run(n, pathlib.Path(tmp), args.samples, args.sync_interval, args.volcano,
-                                 args.stored_commands_only))
+                                 args.stored_commands_only, args.ahead_hold))
     if not args.samples:
         result.pop("samples")
     if args.json:

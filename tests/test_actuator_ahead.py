@@ -183,9 +183,9 @@ async def test_a_decider_offers_nothing_behind_stored_commands_nor_from_records_
             await first.run(until_idle=True)
         offers: list[tuple[int, int]] = []  # (K8S seq of the offer's first command, after_seq)
 
-        def offer(commands: list[Prepared], after_seq: int) -> bool:
+        def offer(commands: list[Prepared], after_seq: int) -> asyncio.Future | None:
             offers.append((int(commands[0].headers["Nats-Msg-Id"].split(":")[0]), after_seq))
-            return False
+            return None  # not taken
 
         stored_before = (await bus.js.stream_info(s.CMDS_STREAM)).state.last_seq  # the older one, and the first run's
         second = Decider(bus, clock=lambda: "1970-01-01T00:00:00Z")
@@ -210,3 +210,44 @@ async def test_a_decider_offers_nothing_behind_stored_commands_nor_from_records_
     assert min(after for _, after in offers) >= stored_before  # behind everything stored before it started
     afters = [after for _, after in offers]
     assert afters == sorted(afters)
+
+
+@pytest.mark.nats
+async def test_a_taken_offers_flight_is_stored_once_its_first_command_is_applied(bus_settings, many_jobs_log, tmp_path):
+    """A light load's reaction: the first API call goes before the flight's stores (`Decider.ahead_hold`)."""
+    job = next(json.loads(line) for line in many_jobs_log.read_text().splitlines()
+               if '"kind":"Job"' in line.replace(" ", "") and '"ADDED"' in line)
+    log = tmp_path / "one.jsonl"
+    log.write_text(json.dumps(job) + "\n")
+    await publish_file(bus_settings, log)
+    async with open_bus(bus_settings) as bus:
+
+        async def stored() -> int:
+            return (await bus.js.stream_info(s.CMDS_STREAM)).state.last_seq
+
+        before = await stored()
+        applied = asyncio.get_running_loop().create_future()  # the first command's apply, ended by the test
+        offers: list[list[Prepared]] = []
+
+        def offer(commands: list[Prepared], after_seq: int) -> asyncio.Future | None:
+            offers.append(list(commands))
+            return applied
+
+        decider = Decider(bus, clock=lambda: "1970-01-01T00:00:00Z")
+        decider.ahead = offer
+        decider.ahead_hold = 600.0  # longer than the test: only the apply's end lets the flight go
+        stop = asyncio.Event()
+        task = asyncio.create_task(decider.run(stop=stop))
+        try:
+            await until(lambda: offers, "the job's commands offered")
+            assert await stored() == before  # held while the first command is applied
+            assert decider.applied == 1 and not decider._flights
+            applied.set_result(("applied", 1.0))
+            deadline = time.monotonic() + 60
+            while await stored() < before + len(offers[0]):
+                assert time.monotonic() < deadline, "the flight was not stored after the apply"
+                await asyncio.sleep(0.05)
+        finally:
+            stop.set()
+            await asyncio.wait_for(task, 60)
+    assert len(offers) == 1

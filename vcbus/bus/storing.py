@@ -65,7 +65,12 @@ class Storing:
         if self.ahead is not None and self._commands and not careful:  # careful: may be stored and applied already
             await self._complete(block=False)
             if not self._flights and self.cmd_seq is not None:  # every command before these is stored
-                self.ahead(self._commands, self.cmd_seq)  # the actuator of this process applies them now, if it may
+                first = self.ahead(self._commands, self.cmd_seq)  # the actuator of this process applies them now, if it may
+                if first is not None and self.ahead_hold > 0:
+                    # the reaction's first API call has the machine to itself: this flight's stores, their
+                    # deliveries and the next records' decisions wait for it (a light load's reaction only:
+                    # an offer is taken only when nothing is in the air and the actuator is idle)
+                    await asyncio.wait((first,), timeout=self.ahead_hold)
         before = self._flights[-1] if self._flights else None
         self._sent_upto = self.applied
         records, commands, events = self._records, self._commands, self._events

@@ -111,9 +111,9 @@ class ActuatorService:
         self._busy = False  # a command (not an event) in hand
         self._finished = 0  # the VCBUS_CMDS sequence of the last message taken in hand and dealt with
 
-    def offer(self, commands: list, after_seq: int) -> bool:
+    def offer(self, commands: list, after_seq: int) -> asyncio.Future | None:
         """The decider's hook (`Decider.ahead`): `vcbus.k8s.ahead.Ahead.offer`."""
-        return self.ahead is not None and self.ahead.offer(commands, after_seq)
+        return None if self.ahead is None else self.ahead.offer(commands, after_seq)
 
     def _idle(self, after_seq: int) -> bool:
         return self._running and not self._busy and self._finished >= after_seq

@@ -24,6 +24,12 @@ API server away, a refusal, a lost lease) ends the run: that command and the
 ones after it are applied from the stream as usual, with its retries and
 refusals.
 
+The first call goes first. `offer` returns the first command's apply (a
+future), and the decider sends the flight once it is over, or after
+`vcbus.bus.decider.AHEAD_HOLD`: the flight's durable writes, their deliveries
+and the next records' decisions would otherwise share the machine with the
+reaction's first API requests and slow them (`Storing._send`).
+
 What it changes in guarantees: a write to Kubernetes can now happen before
 the command that explains it is stored. It is stored a moment later; if the
 process dies first, the record that caused it is not acked, so after the
@@ -73,11 +79,12 @@ class Ahead:
         self.closed = False
         self.taken = 0  # commands applied ahead (the stored copies acked with their result)
 
-    def offer(self, commands: list, after_seq: int) -> bool:
+    def offer(self, commands: list, after_seq: int) -> asyncio.Future | None:
         """Apply `commands` (a flight's, `vcbus.bus.publisher.Prepared`, in order) now, if every command
-        the decider stored before them (up to `after_seq`) is done and nothing else runs. True if taken."""
+        the decider stored before them (up to `after_seq`) is done and nothing else runs. If taken, the
+        future of the first one's apply (done when it is over, failed or not); else None."""
         if self.closed or not self._idle(after_seq) or (self._task is not None and not self._task.done()):
-            return False
+            return None
         todo: list[tuple[str, Any]] = []
         for prepared in commands:
             msg_id = prepared.headers.get("Nats-Msg-Id", "")
@@ -91,7 +98,7 @@ class Ahead:
                 continue  # applied in the background from the stream (vcbus.k8s.actuating)
             todo.append((msg_id, cmd))
         if not todo or len(todo) > HELD:
-            return False
+            return None
         loop = asyncio.get_running_loop()
         futures = []
         for msg_id, _ in todo:
@@ -108,9 +115,9 @@ class Ahead:
         except Exception:  # noqa: BLE001 - e.g. the Lease is lost: the stream path says so
             for fut in futures:
                 fut.set_result(None)
-            return False
+            return None
         self._task = asyncio.create_task(self._run(todo, futures, first, began), name="actuator-ahead")
-        return True
+        return futures[0]
 
     async def _run(self, todo: list[tuple[str, Any]], futures: list[asyncio.Future], first: Awaitable[str],
                    began: float) -> None:
