@@ -71,6 +71,7 @@ sys.path.insert(0, str(ROOT))
 OUT = ROOT / "benchmarks" / "out"
 
 import msgspec  # noqa: E402
+import nats.errors  # noqa: E402
 
 from vcbus.bus import subjects as s  # noqa: E402
 from vcbus.bus.batching import BatchWriter  # noqa: E402
@@ -519,16 +520,16 @@ async def partitioned(bus: Bus, path: pathlib.Path, n: int) -> dict:
     await load_log(bus, path, n)
     procs = [
         await asyncio.create_subprocess_exec(
-            sys.executable, __file__, "--decide-worker", bus.url, "--partition", str(k),
+            sys.executable, __file__, "--decide-worker", bus.url, "--partition", str(k), "--worker-index", str(i),
             cwd=ROOT, stdout=asyncio.subprocess.PIPE,
         )
-        for k in (range(n) if n == 1 else [*range(n), -1])  # -1: the queue role
+        for i, k in enumerate(range(n) if n == 1 else [*range(n), -1])  # -1: the queue role
     ]
     for proc in procs:  # every worker connected and waiting: start them at once
         assert proc.stdout is not None
         assert (await asyncio.wait_for(proc.stdout.readline(), 60)).strip() == b"ready"
     start = time.time()
-    await bus.nc.publish("bench.go", b"")
+    await asyncio.gather(*(go(bus, k) for k in range(len(procs))))
     results = []
     for proc in procs:
         out, _ = await proc.communicate()
@@ -544,18 +545,35 @@ async def partitioned(bus: Bus, path: pathlib.Path, n: int) -> dict:
             "cpu_s": [r["cpu"] for r in results]}
 
 
-async def decide_worker(url: str, partition: int) -> dict:
-    """One decider process for `partitioned`: connects, says "ready", decides on "go"."""
+async def go(bus: Bus, k: int) -> None:
+    """Start worker `k` (the k-th of `partitioned`'s processes): a request it answers, sent again until
+    it does. On a cluster a subscription reaches the other servers a moment after the worker's own
+    server took it, and a message published before that is lost: one publish could leave a worker
+    waiting for ever."""
+    end = time.monotonic() + 60
+    while True:
+        try:
+            await bus.nc.request(f"bench.go.{k}", b"", timeout=0.2)
+            return
+        except (nats.errors.TimeoutError, nats.errors.NoRespondersError):
+            if time.monotonic() > end:
+                raise RuntimeError(f"decider worker {k} never answered its start") from None
+
+
+async def decide_worker(url: str, partition: int, k: int) -> dict:
+    """One decider process for `partitioned` (its k-th): connects, says "ready", decides once started
+    (`go`)."""
     async with open_bus(bench_settings(url)) as bus:
-        go = asyncio.Event()
+        started = asyncio.Event()
 
-        async def on_go(_msg):  # noqa: ANN001
-            go.set()
+        async def on_go(msg):  # noqa: ANN001
+            started.set()
+            await msg.respond(b"")
 
-        await bus.nc.subscribe("bench.go", cb=on_go)
+        await bus.nc.subscribe(f"bench.go.{k}", cb=on_go)
         await bus.nc.flush()
         print("ready", flush=True)
-        await go.wait()
+        await started.wait()
         cpu = time.process_time()
         if partition < 0:
             from vcbus.bus.queueing import QueueDecider
@@ -583,9 +601,10 @@ def main() -> None:
                          "--quick, which stays under a minute; 0: one server only)")
     ap.add_argument("--decide-worker", metavar="URL", help=argparse.SUPPRESS)
     ap.add_argument("--partition", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--worker-index", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.decide_worker:
-        print(json.dumps(asyncio.run(decide_worker(args.decide_worker, args.partition))))
+        print(json.dumps(asyncio.run(decide_worker(args.decide_worker, args.partition, args.worker_index))))
         return
     figures = asyncio.run(run(args))
     if args.json:
