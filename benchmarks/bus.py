@@ -518,18 +518,19 @@ async def partitioned(bus: Bus, path: pathlib.Path, n: int) -> dict:
     the queue role (vcbus.bus.queueing) in a process of its own: all of them done is the time."""
     await wipe(bus, partitions=n)
     await load_log(bus, path, n)
+    workers = range(n) if n == 1 else [*range(n), -1]  # -1: the queue role
     procs = [
         await asyncio.create_subprocess_exec(
-            sys.executable, __file__, "--decide-worker", bus.url, "--partition", str(k), "--worker-index", str(i),
+            sys.executable, __file__, "--decide-worker", bus.url, "--partition", str(k),
             cwd=ROOT, stdout=asyncio.subprocess.PIPE,
         )
-        for i, k in enumerate(range(n) if n == 1 else [*range(n), -1])  # -1: the queue role
+        for k in workers
     ]
     for proc in procs:  # every worker connected and waiting: start them at once
         assert proc.stdout is not None
         assert (await asyncio.wait_for(proc.stdout.readline(), 60)).strip() == b"ready"
     start = time.time()
-    await asyncio.gather(*(go(bus, k) for k in range(len(procs))))
+    await asyncio.gather(*(go(bus, k) for k in workers))
     results = []
     for proc in procs:
         out, _ = await proc.communicate()
@@ -546,7 +547,7 @@ async def partitioned(bus: Bus, path: pathlib.Path, n: int) -> dict:
 
 
 async def go(bus: Bus, k: int) -> None:
-    """Start worker `k` (the k-th of `partitioned`'s processes): a request it answers, sent again until
+    """Start the worker of partition `k` (-1: the queue role): a request it answers, sent again until
     it does. On a cluster a subscription reaches the other servers a moment after the worker's own
     server took it, and a message published before that is lost: one publish could leave a worker
     waiting for ever."""
@@ -560,9 +561,8 @@ async def go(bus: Bus, k: int) -> None:
                 raise RuntimeError(f"decider worker {k} never answered its start") from None
 
 
-async def decide_worker(url: str, partition: int, k: int) -> dict:
-    """One decider process for `partitioned` (its k-th): connects, says "ready", decides once started
-    (`go`)."""
+async def decide_worker(url: str, partition: int) -> dict:
+    """One decider process for `partitioned`: connects, says "ready", decides once started (`go`)."""
     async with open_bus(bench_settings(url)) as bus:
         started = asyncio.Event()
 
@@ -570,7 +570,7 @@ async def decide_worker(url: str, partition: int, k: int) -> dict:
             started.set()
             await msg.respond(b"")
 
-        await bus.nc.subscribe(f"bench.go.{k}", cb=on_go)
+        await bus.nc.subscribe(f"bench.go.{partition}", cb=on_go)
         await bus.nc.flush()
         print("ready", flush=True)
         await started.wait()
@@ -601,10 +601,9 @@ def main() -> None:
                          "--quick, which stays under a minute; 0: one server only)")
     ap.add_argument("--decide-worker", metavar="URL", help=argparse.SUPPRESS)
     ap.add_argument("--partition", type=int, default=0, help=argparse.SUPPRESS)
-    ap.add_argument("--worker-index", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.decide_worker:
-        print(json.dumps(asyncio.run(decide_worker(args.decide_worker, args.partition, args.worker_index))))
+        print(json.dumps(asyncio.run(decide_worker(args.decide_worker, args.partition))))
         return
     figures = asyncio.run(run(args))
     if args.json:
