@@ -46,7 +46,7 @@ from statemachines.model.records import Ignored, Observed, TimerRecord
 from statemachines.model.timefmt import normalize
 from vcbus.errors import UserError
 from vcbus.logmerge import OrderCheck, merge
-from vcbus.watchlog import InvalidRecord, Item, TruncatedRecord, iter_log
+from vcbus.watchlog import BATCH, InvalidRecord, Item, TruncatedRecord, iter_log
 
 
 class Until:
@@ -252,7 +252,8 @@ def replay_inputs(
         while True:
             order = OrderCheck(source)
             try:
-                _fold(iter_log(spool or lines, source, warn=warn), result, until, invalid, on_record, order, warn,
+                _fold(iter_log(spool or lines, source, warn=warn, batch=BATCH if how == "seek" else 1),
+                      result, until, invalid, on_record, order, warn,
                       interruptible, restart=how is not None, scan_rest=how == "seek", skip=skip)
             except _OutOfOrder:
                 warn(order.found or "")
