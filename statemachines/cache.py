@@ -65,22 +65,28 @@ class PodState:
     def refresh(self, pod: Pod, version: int) -> None:
         """Take what was observed; our own marks (killed, deleting) stay for the same uid."""
         meta = pod.metadata
-        same = self.uid == meta.uid or not self.uid
-        annotations = meta.annotations or {}
-        self.out_of_sync = (self.out_of_sync and same) or OUT_OF_SYNC in annotations
-        self.deleting = (self.deleting and same) or meta.deletion_timestamp is not None
-        self.uid = meta.uid
-        self.phase = pod.status.phase
+        uid = meta.uid
+        if self.out_of_sync or self.deleting:  # our marks: kept only for the same pod
+            same = self.uid == uid or not self.uid
+            self.out_of_sync = (self.out_of_sync and same) or OUT_OF_SYNC in (meta.annotations or ())
+            self.deleting = (self.deleting and same) or meta.deletion_timestamp is not None
+        else:
+            self.out_of_sync = OUT_OF_SYNC in (meta.annotations or ())
+            self.deleting = meta.deletion_timestamp is not None
+        self.uid = uid
+        status = pod.status
+        self.phase = status.phase
         self.version = version
         self.resource_version = meta.resource_version
-        labels = meta.labels or {}
-        self.partition = labels.get(PARTITION_ID, "")
+        labels = meta.labels
+        self.partition = labels.get(PARTITION_ID, "") if labels else ""
         restarts, ready = 0, True
-        for cs in pod.status.container_statuses or ():
+        for cs in status.container_statuses or ():
             restarts += cs.restart_count
             ready = ready and cs.ready
-        for cs in pod.status.init_container_statuses or ():
-            restarts += cs.restart_count
+        if status.init_container_statuses:
+            for cs in status.init_container_statuses:
+                restarts += cs.restart_count
         self.restarts = restarts
         self.ready = ready
         self.observed = True
@@ -184,9 +190,7 @@ class JobEntry:
 
 
 class PodIdentity(Struct, frozen=True, gc=False):
-    """What §4.1 takes from a pod: which job and task it belongs to, and its job version.
-
-    A Struct: one is made for every pod record, and its constructor runs in C."""
+    """What §4.1 takes from a pod: which job and task it belongs to, and its job version."""
 
     job_name: str
     task: str
@@ -196,27 +200,48 @@ class PodIdentity(Struct, frozen=True, gc=False):
 
 def pod_identity(pod: Pod) -> PodIdentity | None:
     """None when the controller ignores the pod (§4.1)."""
+    fields = identity_fields(pod)
+    return None if fields is None else PodIdentity(*fields)
+
+
+# job-version annotation text -> its value: the same few texts come back on every pod record,
+# and a lookup costs a fraction of int()'s parse. Bounded: a log could hold any number of them.
+_VERSIONS: dict[str, int] = {}
+
+
+def identity_fields(pod: Pod) -> tuple[str, str, int, str] | None:
+    """`pod_identity`'s fields as a plain tuple (job name, task, job version, job uid), or None.
+
+    What the engine reads for every pod record (statemachines/intake/pods.py), unpacked at
+    once: a tuple costs less to make than the Struct (a few hundred instructions a record)."""
     meta = pod.metadata
     for ref in meta.owner_references or ():  # `controller_job_ref`, inlined (it runs for every pod record)
         if ref.controller and ref.kind == "Job" and ref.api_version == JOB_API_VERSION:
             break
     else:
         return None
-    annotations = meta.annotations
-    if not annotations:
+    # not named `annotations`: a local named as a module-level import (here `from __future__ import
+    # annotations`) makes CPython 3.11 compile `x.get(...)` without LOAD_METHOD, a bound method per call
+    notes = meta.annotations
+    if not notes:
         return None
-    job_name = annotations.get(JOB_NAME)
-    task = annotations.get(TASK_SPEC)
-    version_text = annotations.get(JOB_VERSION)
-    if job_name is None or task is None or version_text is None:
+    try:  # subscripts, not `get`: cheaper, and a pod without them is rare
+        job_name = notes[JOB_NAME]
+        task = notes[TASK_SPEC]
+        version_text = notes[JOB_VERSION]
+    except KeyError:
         return None
-    try:
-        version = int(version_text, 10)
-    except ValueError:
-        return None
-    if not -(2**31) <= version < 2**31:
-        return None
-    return PodIdentity(job_name, task, version, ref.uid)
+    version = _VERSIONS.get(version_text)
+    if version is None:
+        try:
+            version = int(version_text, 10)
+        except ValueError:
+            return None
+        if not -(2**31) <= version < 2**31:
+            return None
+        if len(_VERSIONS) < 1024:
+            _VERSIONS[version_text] = version
+    return job_name, task, version, ref.uid
 
 
 def first_exit_code(pod: Pod) -> int:

@@ -112,8 +112,13 @@ class Engine:
 
     # ------------------------------------------------------------------ what the controllers use
 
-    def emit(self, cls: type, entry: JobEntry, **fields: Any) -> None:
-        self.out.append(cls(job=entry.key, seq=self.seq, time=self.now, **fields))
+    def emit(self, cls: type, entry: JobEntry, /, **fields: Any) -> None:
+        # `/`: the keywords need no check against the parameters' names; the stamp goes into `fields`:
+        # one dict passed on, not a second one merged from two (each is about a quarter of the call)
+        fields["job"] = entry.key
+        fields["seq"] = self.seq
+        fields["time"] = self.now
+        self.out.append(cls(**fields))
 
     def entry(self, namespace: str, name: str) -> JobEntry:
         """The job's aggregate, created on first mention (a pod may come before its job)."""
@@ -167,7 +172,7 @@ class Engine:
         kind = obj.__class__
         # the object's time, when the decoder has not worked it out already (`Observed.at`)
         when = record.time or record.at or object_time(obj)  # type: ignore[union-attr]
-        if when:
+        if when and when != self.now:  # most records come at the time of the one before: nothing moves
             if not (len(when) == 20 and when[19] == "Z" and when[10] == "T"):  # `normalize`'s fast path, inlined
                 when = normalize(when)
             if when > self.now:

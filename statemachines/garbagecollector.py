@@ -61,10 +61,16 @@ class GarbageCollector:
         self.expired: dict[str, str] = {}  # job key -> uid already deleted
 
     def emit(self, cls: type, key: str, /, **fields: Any) -> None:
-        self.host.out.append(cls(job=key, seq=self.host.seq, time=self.host.now, **fields))
+        host = self.host
+        fields["job"] = key  # the stamp goes into `fields`: one dict passed on (`Engine.emit`)
+        fields["seq"] = host.seq
+        fields["time"] = host.now
+        host.out.append(cls(**fields))
 
     def job(self, rtype: str, job: Job) -> None:
         """A vcjob record (addJob / updateJob; a deletion only cancels)."""
+        if job.spec.ttl_seconds_after_finished is None and not self.timers and not self.expired:
+            return  # the common case, kept cheap: no ttl here, nothing pending or deleted anywhere
         meta = job.metadata
         key = job_key(meta.namespace, meta.name)
         if rtype == "DELETED":

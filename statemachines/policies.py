@@ -92,7 +92,7 @@ def resolve(
     questions over and over, and the answer depends on nothing else. Unused with `explain`."""
     if req.action:
         return Resolution(action=req.action, policy="command" if req.source == "command" else req.source)
-    internal = _INTERNAL.get(req.event)
+    internal = INTERNAL_ANSWERS.get(req.event)
     if internal is not None:  # the most common case: one shared, never-changed answer per event
         return internal
     if req.job_uid and req.job_uid != job.metadata.uid:
@@ -138,6 +138,7 @@ def _match_policies(job: Job, req: Request, why: list[str] | None) -> Resolution
 _SYNC_JOB = Action.SYNC_JOB
 _ANY = Event.ANY.value
 _POD_PENDING = Event.POD_PENDING.value
-_INTERNAL = {
+# resolve's answer to an internal event (the worker looks it up first: most requests are these)
+INTERNAL_ANSWERS = {
     event.value: Resolution(action=_SYNC_JOB, reason=f"internal event {event}") for event in INTERNAL_EVENTS
 }

@@ -20,13 +20,13 @@ from typing import Any
 from statemachines import outputs as o
 from statemachines.cache import JobEntry
 from statemachines.job.causes import policy_text
-from statemachines.job.handling import DEFAULT, PodOp
+from statemachines.job.handling import DEFAULT, Handling, PodOp
 from statemachines.job.kill import Target, kill_job, kill_target
 from statemachines.job.machine import HANDLERS, handling
 from statemachines.job.sync import SyncError, sync_job
 from statemachines.job.writes import spec_facts
 from statemachines.model.vocabulary import Action, Event, Phase
-from statemachines.policies import Request, resolve
+from statemachines.policies import INTERNAL_ANSWERS, Request, resolve
 from statemachines.timers.rules import Timer, cancels_on_execute
 from statemachines.timers.scheduling import rule_a, rule_b, schedule
 
@@ -63,11 +63,20 @@ def follow_up(engine: Any, entry: JobEntry) -> None:
 def process(engine: Any, entry: JobEntry, req: Request) -> None:
     if entry.timers:  # no timer of the job pending: rule A has nothing to cancel
         rule_a(engine, entry, req)
-    if entry.job is None or entry.status is None:
+    job = entry.job
+    status = entry.status
+    if job is None or status is None:
         return
-    facts = spec_facts(entry)
-    res = resolve(entry.job, req, version=entry.status.version, explain=engine.explain, memo=facts.resolutions)
-    phase = entry.status.state.phase
+    # `resolve`'s first answers, inlined: most requests are internal events, answered the same
+    # whatever the spec (and those need no spec facts)
+    res = None if req.action else INTERNAL_ANSWERS.get(req.event)
+    if res is None:
+        facts = entry.facts  # `spec_facts`, inlined
+        if facts is None or facts.spec is not job.spec:
+            facts = spec_facts(entry)
+        res = resolve(job, req, version=status.version, explain=engine.explain, memo=facts.resolutions)
+    action = res.action
+    policy = res.policy
     engine.executing = (req, res)
     engine.out.append(  # engine.emit, inlined: one of these per request
         o.ActionResolved(
@@ -78,25 +87,28 @@ def process(engine: Any, entry: JobEntry, req: Request) -> None:
             exit_code=req.exit_code,
             task=req.task,
             pod=req.pod,
-            action=res.action,
-            policy=res.policy,
+            action=action,
+            policy=policy,
             delay=res.delay_text,
-            phase=phase,
+            phase=status.state.phase,
             reason=res.reason,
             explain=res.explain,
-            policy_text=policy_text(entry.job, res.policy) if res.policy[:1] in ("j", "t") else "",
+            policy_text="" if policy == "default" or policy[:1] not in ("j", "t") else policy_text(job, policy),
         )
     )
+    if action is _SYNC_MEMBER and res.delay == 0:  # the common case first: SyncJob at once, nothing to cancel
+        # `execute`'s lookup, inlined
+        run(engine, entry, _SYNC_ROWS.get(status.state.phase) or _SYNC_ROWS[_PENDING], action, None)
+        return
     if res.delay != 0:  # Volcano registers any non-zero delay; a negative one fires at once
         schedule(engine, entry, req, res)
         return
-    if res.action is not _SYNC_MEMBER and res.action != _SYNC_JOB:
-        engine.emit(o.RecordEvent, entry, reason="ExecuteAction", message=f"Start to execute action {res.action} ")
-    action = res.action
-    kind = None if action is _SYNC_MEMBER else JOB_TARGETS.get(action)  # `target`, inlined
+    if action != _SYNC_JOB:
+        engine.emit(o.RecordEvent, entry, reason="ExecuteAction", message=f"Start to execute action {action} ")
+    kind = JOB_TARGETS.get(action)  # `target`, inlined
     ok = execute(engine, entry, action, None if kind is None else Target(kind, req.task, req.pod, req.partition))
-    if ok and action is not _SYNC_MEMBER and cancels_on_execute(action):  # only after a successful Execute
-        rule_b(engine, entry, res.action, task=req.task, pod=req.pod, partition=req.partition)
+    if ok and cancels_on_execute(action):  # only after a successful Execute
+        rule_b(engine, entry, action, task=req.task, pod=req.pod, partition=req.partition)
 
 
 def execute(engine: Any, entry: JobEntry, action: str, target: Target | None) -> bool:
@@ -108,6 +120,11 @@ def execute(engine: Any, entry: JobEntry, action: str, target: Target | None) ->
     else:
         table = _TABLES.get(phase) or _PENDING_TABLE
         h = table.get(action) or table[DEFAULT]
+    return run(engine, entry, h, action, target)
+
+
+def run(engine: Any, entry: JobEntry, h: Handling, action: str, target: Target | None) -> bool:
+    """The pod work of `h` (syncJob, killJob or killTarget); False if the sync failed."""
     try:
         op = h.op
         if op is _SYNC:
@@ -117,22 +134,29 @@ def execute(engine: Any, entry: JobEntry, action: str, target: Target | None) ->
         else:
             kill_target(engine, entry, h, action, target)
     except SyncError as err:
-        # Volcano requeues the request with backoff and, after --max-requeue-num (15)
-        # failures, forces TerminateJob. Nothing in the log can change the outcome
-        # of those retries, so vcbus takes that path at once (docs/fidelity.md).
-        engine.emit(o.SyncFailed, entry, message=str(err))
-        engine.executing = f"sync failed ({err}), retry limit reached -> TerminateJob"
-        engine.emit(
-            o.RecordEvent,
-            entry,
-            reason="ExecuteAction",
-            message=f"Job failed on action {action} for retry limit reached",
-        )
-        h = handling(entry.status.state.phase, Action.TERMINATE_JOB)
-        if h.op is PodOp.KILL_JOB:
-            kill_job(engine, entry, h, Action.TERMINATE_JOB)
+        sync_failed(engine, entry, action, err)
         return False
     return True
+
+
+def sync_failed(engine: Any, entry: JobEntry, action: str, err: SyncError) -> None:
+    """The sync cannot proceed: TerminateJob at once.
+
+    Volcano requeues the request with backoff and, after --max-requeue-num (15)
+    failures, forces TerminateJob. Nothing in the log can change the outcome
+    of those retries, so vcbus takes that path at once (docs/fidelity.md)."""
+    assert entry.status is not None
+    engine.emit(o.SyncFailed, entry, message=str(err))
+    engine.executing = f"sync failed ({err}), retry limit reached -> TerminateJob"
+    engine.emit(
+        o.RecordEvent,
+        entry,
+        reason="ExecuteAction",
+        message=f"Job failed on action {action} for retry limit reached",
+    )
+    h = handling(entry.status.state.phase, Action.TERMINATE_JOB)
+    if h.op is PodOp.KILL_JOB:
+        kill_job(engine, entry, h, Action.TERMINATE_JOB)
 
 
 def run_timer(engine: Any, timer: Timer) -> None:

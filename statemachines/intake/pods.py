@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from statemachines.cache import OUT_OF_SYNC, PARTITION_ID, JobEntry, PodState, first_exit_code, pod_identity
+from statemachines.cache import OUT_OF_SYNC, PARTITION_ID, JobEntry, PodState, first_exit_code, identity_fields
 from statemachines.following import follow_version
 from statemachines.intake.jobs import forget_if_empty
-from statemachines.model.objects import Pod, job_key
+from statemachines.model.objects import Pod
 from statemachines.model.vocabulary import Event
 from statemachines.policies import Request
 from statemachines.task.handlers import step_task
@@ -31,67 +31,74 @@ POD_EVICTED = Event.POD_EVICTED.value
 POD_PENDING = Event.POD_PENDING.value
 POD_FAILED = Event.POD_FAILED.value
 POD_RUNNING = Event.POD_RUNNING.value
+# on_pod makes its Request with positional arguments: these, in this order
+assert Request.__struct_fields__ == (
+    "event", "exit_code", "task", "pod", "pod_uid", "job_uid", "partition", "job_version", "action", "source"
+), Request.__struct_fields__
 
 
 def on_pod(engine: Any, rtype: str, pod: Pod) -> None:
-    ident = pod_identity(pod)
+    ident = identity_fields(pod)  # `pod_identity`'s fields
     if ident is None:
         engine.ignored += 1
         return
+    job_name, task, version, job_uid = ident
     meta = pod.metadata
-    entry = engine.jobs.get(job_key(meta.namespace, ident.job_name)) or engine.entry(meta.namespace, ident.job_name)
-    pods = entry.pods.get(ident.task)  # `entry.find_pod`, inlined
-    cached = pods.get(meta.name) if pods else None
-    req = Request(
-        task=ident.task,
-        pod=meta.name,
-        pod_uid=meta.uid,
-        job_uid=ident.job_uid,
-        job_version=ident.version,
-        source="pod",
-    )
+    name = meta.name
+    # `job_key`, inlined
+    entry = engine.jobs.get(f"{meta.namespace}/{job_name}") or engine.entry(meta.namespace, job_name)
+    pods = entry.pods.get(task)  # `entry.find_pod`, inlined
+    cached = pods.get(name) if pods else None
+    exit_code = 0
     if rtype == "DELETED":
-        gone = entry.drop_pod(ident.task, meta.name)
+        gone = entry.drop_pod(task, name)
         if entry.job is None:  # the job is gone: nothing to decide, maybe nothing left to hold
             forget_if_empty(engine, entry)
             return
-        step_task(engine, entry, ident.task, PODS_CHANGED, meta.name)
-        req.partition = gone.partition if gone is not None else (meta.labels or {}).get(PARTITION_ID, "")
+        step_task(engine, entry, task, PODS_CHANGED, name)
+        partition = gone.partition if gone is not None else (meta.labels or {}).get(PARTITION_ID, "")
         if gone is None or gone.out_of_sync or OUT_OF_SYNC in (meta.annotations or {}):
-            req.event = OUT_OF_SYNC_EVENT
+            event = OUT_OF_SYNC_EVENT
         else:
-            req.event = POD_EVICTED
+            event = POD_EVICTED
     else:
-        fresh = cached is None or (cached.uid and cached.uid != meta.uid)
-        if fresh:
-            cached = PodState(meta.name, ident.task)
+        if cached is None or (cached.uid and cached.uid != meta.uid):
+            fresh = True
+            cached = PodState(name, task)
             entry.put_pod(cached)  # counted as it starts (Pending, no restarts); a replaced one's taken out
             old_phase = ""
-        elif not cached.observed:
-            old_phase = ""  # only our own CreatePod so far
         else:
-            if rtype == "MODIFIED" and cached.resource_version == meta.resource_version:
+            fresh = False
+            if not cached.observed:
+                old_phase = ""  # only our own CreatePod so far
+            elif rtype == "MODIFIED" and cached.resource_version == meta.resource_version:
                 return  # an informer resync: ignored, as Volcano does
-            old_phase = cached.phase
+            else:
+                old_phase = cached.phase
         phase0, restarts0, flagged0 = cached.phase, cached.restarts, cached.deleting or cached.out_of_sync
-        cached.refresh(pod, ident.version)
-        # the task counts follow the refresh (statemachines/task/counts.py)
-        changed = (phase0 != cached.phase or restarts0 != cached.restarts
-                   or flagged0 != (cached.deleting or cached.out_of_sync))
-        if changed:
+        cached.refresh(pod, version)
+        # the task counts follow the refresh (statemachines/task/counts.py). An `if`, not a
+        # `changed = ...` value: CPython specializes a comparison only when a jump follows it.
+        if (phase0 != cached.phase or restarts0 != cached.restarts
+                or flagged0 != (cached.deleting or cached.out_of_sync)):
             entry.tasks.recount(cached, phase0, restarts0, flagged0)
-        counted = not (fresh or changed)  # the task's counts are what its last step saw
-        req.partition = cached.partition
-        if ident.version > (entry.status.version if entry.status is not None else ident.version):
-            follow_version(entry, ident.version)
+            counted = False
+        else:
+            counted = not fresh  # the task's counts are what its last step saw
+        partition = cached.partition
+        if version > (entry.status.version if entry.status is not None else version):
+            follow_version(entry, version)
         if rtype == "ADDED":
             if not counted:
-                step_task(engine, entry, ident.task, PODS_CHANGED, meta.name)
-            req.event = OUT_OF_SYNC_EVENT if cached.out_of_sync else POD_PENDING
+                step_task(engine, entry, task, PODS_CHANGED, name)
+            event = OUT_OF_SYNC_EVENT if cached.out_of_sync else POD_PENDING
         else:
-            req.event = update_event(engine, entry, cached, old_phase, counted)
-            if req.event == POD_FAILED:
-                req.exit_code = first_exit_code(pod)
+            event = update_event(engine, entry, cached, old_phase, counted)
+            if event == POD_FAILED:
+                exit_code = first_exit_code(pod)
+    # positional arguments, in the order checked above (keywords are matched by name, field by
+    # field: a few hundred instructions more on every pod record)
+    req = Request(event, exit_code, task, name, meta.uid, job_uid, partition, version, "", "pod")
     handle(engine, entry, req)
 
 

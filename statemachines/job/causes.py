@@ -63,9 +63,14 @@ def policy_text(job: Job | None, label: str) -> str:
     return ""
 
 
+# plain str: a StrEnum member is slow to look up and compare (request_text runs on every phase change)
+_TASK_EVENTS = (Event.TASK_COMPLETED.value, Event.TASK_FAILED.value)
+_POD_FAILED = Event.POD_FAILED.value
+
+
 def request_text(event: str, task: str, pod: str, exit_code: int) -> str:
     """`PodFailed of pod x (exitCode 1)`, `TaskCompleted of task master (pod y)`."""
-    if event == Event.TASK_COMPLETED or event == Event.TASK_FAILED:
+    if event in _TASK_EVENTS:
         text = f"{event} of task {task}" + (f" (pod {pod})" if pod else "")
     elif pod:
         text = f"{event} of pod {pod}"
@@ -73,7 +78,7 @@ def request_text(event: str, task: str, pod: str, exit_code: int) -> str:
         text = f"{event} of task {task}"
     else:
         text = event
-    if event == Event.POD_FAILED:
+    if event == _POD_FAILED:
         text += f" (exitCode {exit_code})"
     return text
 
@@ -81,7 +86,6 @@ def request_text(event: str, task: str, pod: str, exit_code: int) -> str:
 def guard_text(name: str, want: bool, c: Check) -> str:
     """The guard that decided the transition, with the figures it compared."""
     s, spec = c.status, c.spec
-    replicas = total_replicas(spec)
     if not want:
         return f"not {name.replace('_', ' ')}"
     if name == "min_available_reached":
@@ -90,12 +94,14 @@ def guard_text(name: str, want: bool, c: Check) -> str:
             f" >= minAvailable {spec.min_available})"
         )
     if name == "too_many_pending":
+        replicas = total_replicas(spec)
         return (
             f"minAvailable not met (pending {s.pending} > replicas {replicas} - minAvailable {spec.min_available})"
         )
     if name == "retries_exhausted":
         return f"retries exhausted (retryCount {s.retry_count} of maxRetry {spec.max_retry})"
     if name == "enough_pods_left":
+        replicas = total_replicas(spec)
         return (
             f"retries left (retryCount {s.retry_count} of maxRetry {spec.max_retry}) and enough pods to restart"
             f" (replicas {replicas} - terminating {s.terminating} >= minAvailable {s.min_available})"

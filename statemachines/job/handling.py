@@ -47,13 +47,15 @@ class Handling(Struct, frozen=True):
 DEFAULT = "*"  # key of the row used for every action without a row of its own
 
 
-class Check(Struct):
+class Check(Struct, gc=False):
     """What a guard sees: the job spec and the freshly computed status.
 
     `replicas` and `min_total` are the spec's totals (`total_replicas`, `total_task_min`),
     -1 until a guard first needs them: a status function evaluates up to seven guards on one
     Check (Running's, on every sync in Running), most of them on the total replicas, and
-    summing the tasks once per Check instead of once per guard halves its cost."""
+    summing the tasks once per Check instead of once per guard halves its cost. Not tracked by
+    the garbage collector (`gc=False`): one is made on every sync and kill, and it refers to
+    nothing that could refer back to it."""
 
     spec: JobSpec
     status: JobStatus

@@ -10,6 +10,8 @@ saw, the status function, the running duration, OnJobDelete, UpdateJobStatus
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 import msgspec
 
 from statemachines import outputs as o
@@ -17,11 +19,13 @@ from statemachines.cache import JobEntry, PodState
 from statemachines.job.context import JobContext
 from statemachines.job.handling import SOFT_PHASES, Handling, Retain
 from statemachines.job.writes import bookkeep_plugins, spec_facts, status_function, write_status
-from statemachines.model.status import JobStatus, copy_status, set_counts, set_transition
+from statemachines.model.status import copy_killed, set_transition
 from statemachines.model.timefmt import go_duration, parse
 
 
 _SOFT = Retain.SOFT
+_BY_NAME = attrgetter("task", "name")  # a pod's place in the cache: entry.pods[task][name]
+_DURATIONS: dict[tuple[str, str], str] = {}  # (LTT, creationTimestamp) -> runningDuration
 
 
 class Target(msgspec.Struct, frozen=True):
@@ -32,12 +36,10 @@ class Target(msgspec.Struct, frozen=True):
 
 
 def _finish_kill(
-    ctx: JobContext, entry: JobEntry, status: JobStatus, terminating: int, handling: Handling, action: str
+    ctx: JobContext, entry: JobEntry, version: int, terminating: int, handling: Handling, action: str
 ) -> None:
-    # A kill's counts are what it saw: the pods going away. (Volcano also classifies pods whose
-    # deletion failed; here deletion is a command, so none does.)
-    set_counts(status, {})
-    status.terminating = terminating
+    # A kill's counts are what it saw: the pods going away.
+    status = copy_killed(entry.status, version, terminating)  # type: ignore[arg-type]
     guard = status_function(entry, status, handling)
     if guard is not None:
         set_transition(status, ctx.now)
@@ -46,18 +48,25 @@ def _finish_kill(
     ltt = status.state.last_transition_time
     created = job.metadata.creation_timestamp
     if ltt and created:
-        status.running_duration = go_duration(parse(ltt) - parse(created))
-    facts = spec_facts(entry)
+        # a job's kills mostly share one LTT: each (LTT, creation) pair is worked out once (bounded)
+        duration = _DURATIONS.get((ltt, created))
+        if duration is None:
+            if len(_DURATIONS) >= 4096:
+                _DURATIONS.clear()
+            duration = _DURATIONS[(ltt, created)] = go_duration(parse(ltt) - parse(created))
+        status.running_duration = duration
+    facts = entry.facts  # `spec_facts`, inlined: this runs on every kill
+    if facts is None or facts.spec is not job.spec:
+        facts = spec_facts(entry)
     plugins = facts.plugins
-    if plugins:
-        resources = status.controlled_resources
+    resources = status.controlled_resources
+    if plugins and resources is not None:  # else there is nothing to unbook
         present = False
-        if resources is not None:
-            for key, _ in facts.plugin_resources:  # `any`, without a generator: this runs on every kill
-                if key in resources:
-                    present = True
-                    break
-        if present or resources == {}:  # else unbooking them would leave an equal map
+        for key, _ in facts.plugin_resources:  # `any`, without a generator: this runs on every kill
+            if key in resources:
+                present = True
+                break
+        if present or not resources:  # else unbooking them would leave an equal map
             bookkeep_plugins(status, plugins, add=False)
         if present:  # OnJobDelete runs on every kill; it only has work while the objects exist
             ctx.emit(o.PluginHook, entry, hook="OnJobDelete", plugins=plugins)
@@ -65,11 +74,15 @@ def _finish_kill(
 
 
 def _kill(ctx: JobContext, entry: JobEntry, pod: PodState) -> None:
-    ctx.emit(o.DeletePod, entry, name=pod.name, uid=pod.uid, task=pod.task, mark_out_of_sync=True, reason="kill")
-    entry.tasks.forget(pod)
+    ctx.out.append(  # ctx.emit, inlined
+        o.DeletePod(job=entry.key, seq=ctx.seq, time=ctx.now, name=pod.name, uid=pod.uid, task=pod.task,
+                    mark_out_of_sync=True, reason="kill")
+    )
+    flagged = pod.deleting or pod.out_of_sync
     pod.out_of_sync = True
     pod.deleting = True
-    entry.tasks.count(pod)  # the task counts follow (statemachines/task/counts.py)
+    # the task counts follow (statemachines/task/counts.py): one move of the pod's contribution
+    entry.tasks.recount(pod, pod.phase, pod.restarts, flagged)
 
 
 def kill_job(ctx: JobContext, entry: JobEntry, handling: Handling, action: str) -> None:
@@ -77,24 +90,26 @@ def kill_job(ctx: JobContext, entry: JobEntry, handling: Handling, action: str) 
     assert job is not None and entry.status is not None
     if job.metadata.deletion_timestamp is not None:
         return
-    status = copy_status(entry.status)
-    status.version += 1
+    status = entry.status
     retain = _SOFT if status.retry_count >= job.spec.max_retry - 1 else handling.retain
     terminating = 0
     victims = []
-    for task in sorted(entry.pods):
-        pods = entry.pods[task]
-        for pod_name in sorted(pods):
-            pod = pods[pod_name]
+    for pods in entry.pods.values():
+        for pod in pods.values():
             if pod.deleting:
                 terminating += 1
             elif retain is _SOFT and pod.phase in SOFT_PHASES:
                 continue
             else:
                 victims.append(pod)
+    # Deleted by task, then name (Volcano walks its maps in no fixed order; vcbus's order is
+    # deterministic). Mostly every pod is already deleting (a kill runs on every pod record of a
+    # Completing or Terminating job): nothing to sort.
+    if len(victims) > 1:
+        victims.sort(key=_BY_NAME)
     for pod in victims:
         _kill(ctx, entry, pod)
-    _finish_kill(ctx, entry, status, terminating + len(victims), handling, action)
+    _finish_kill(ctx, entry, status.version + 1, terminating + len(victims), handling, action)
     if entry.pg is not None:
         ctx.emit(o.DeletePodGroup, entry, name=entry.pg.name)
         if entry.pg.uid:
@@ -127,4 +142,4 @@ def kill_target(ctx: JobContext, entry: JobEntry, handling: Handling, action: st
             # (already deleting, so already flagged in the task counts: nothing to recount)
         else:
             _kill(ctx, entry, pod)
-    _finish_kill(ctx, entry, copy_status(entry.status), len(victims), handling, action)
+    _finish_kill(ctx, entry, entry.status.version, len(victims), handling, action)

@@ -49,7 +49,9 @@ def sync_job(ctx: JobContext, entry: JobEntry, handling: Handling, action: str) 
         return
     if not ctx.queue_exists(job.spec.queue):
         raise SyncError(f'queues.scheduling.volcano.sh "{job.spec.queue}" not found')
-    facts = spec_facts(entry)
+    facts = entry.facts  # `spec_facts`, inlined
+    if facts is None or facts.spec is not job.spec:
+        facts = spec_facts(entry)
     plugins = facts.plugins
     status = entry.status  # copied before anything changes it (emitted outputs hold it)
     phase = status.state.phase
@@ -75,7 +77,8 @@ def sync_job(ctx: JobContext, entry: JobEntry, handling: Handling, action: str) 
                     status = copy_status(status)
                 bookkeep_plugins(status, plugins, add=True)
             if added:  # OnJobAdd runs on every Pending sync; it only creates what is missing
-                ctx.emit(o.PluginHook, entry, hook="OnJobAdd", plugins=plugins)
+                # ctx.emit, inlined: most Pending syncs of a job with plugins
+                ctx.out.append(o.PluginHook(job=entry.key, seq=ctx.seq, time=ctx.now, hook="OnJobAdd", plugins=plugins))
         if facts.volumes if facts.volumes_read else job_volumes(entry):  # else there is nothing to book
             if status is entry.status:
                 status = copy_status(status)
@@ -94,10 +97,18 @@ def sync_job(ctx: JobContext, entry: JobEntry, handling: Handling, action: str) 
 
     pg = entry.pg
     if pg is None or pg.phase in ("", "Pending"):
+        idle = entry.idle
+        if idle is not None and idle[0] is None and idle[1] is status and idle[2] is job.spec and idle[5] is handling:
+            return  # the status function left this very status as it was last time (`JobEntry.idle`, below)
         baseline = status
         status = copy_status(status)
         guard = status_function(entry, status, handling)
         if status == baseline:
+            if IDLE_MEMO and not handling.retry:
+                # the status function is a pure function of the spec, the status and the handling:
+                # the same again leaves the status alone again. No TaskBook epoch (None): the pod
+                # reconciliation's check below never takes this memo for its own.
+                entry.idle = (None, baseline, job.spec, None, None, handling)
             return
         set_transition(status, ctx.now)
         write_status(ctx, entry, status, action, guard)
@@ -114,20 +125,23 @@ def sync_job(ctx: JobContext, entry: JobEntry, handling: Handling, action: str) 
     per_task: dict[str, dict[str, int]] = {}
     to_create: list[tuple[TaskSpec, int, str]] = []
     to_delete: list[tuple[PodState, str]] = []
-    expected_names = expected_pod_names(entry)
-    book = entry.tasks.counts
+    cached = entry.names  # `expected_pod_names`, inlined
+    expected_names = cached[1] if cached is not None and cached[0] is job.spec else expected_pod_names(entry)
+    book = tasks.counts
+    all_pods = entry.pods
     for task in job.spec.tasks:
-        names, name_set = expected_names[task.name]
-        pods = entry.pods.get(task.name)
+        task_name = task.name
+        names, name_set = expected_names[task_name]
+        pods = all_pods.get(task_name)
         if not pods:
             to_create.extend((task, i, n) for i, n in enumerate(names))
             continue
-        counts = book.get(task.name)
+        counts = book.get(task_name)
         if counts is not None and not counts.flagged and pods.keys() == name_set:
             # exactly the expected pods, none deleting or out of sync: the task's counts say it all
             counter = counts.by_phase(pods)
             if counter:
-                per_task[task.name] = counter
+                per_task[task_name] = counter
             continue
         exact = False
         counter = {}
@@ -145,7 +159,7 @@ def sync_job(ctx: JobContext, entry: JobEntry, handling: Handling, action: str) 
             phase = pod.phase if pod.phase in POD_PHASES else "Unknown"
             counter[phase] = counter.get(phase, 0) + 1
         if counter:
-            per_task[task.name] = counter
+            per_task[task_name] = counter
         if found < len(names):
             to_create.extend((task, i, n) for i, n in enumerate(names) if n not in pods)
 
@@ -195,16 +209,19 @@ def _create(ctx: JobContext, entry: JobEntry, to_create: list[tuple[TaskSpec, in
                 blocked[task.name] = not dependencies_ready(entry, task)
             if blocked[task.name]:
                 continue
-        ctx.emit(
-            o.CreatePod,
-            entry,
-            name=pod_name,
-            task=task.name,
-            index=index,
-            job_version=status.version,
-            retry_count=status.retry_count,
-            job_uid=job.metadata.uid,
-            pod=ctx.render_pod(entry, task.name, index, status),
+        ctx.out.append(  # ctx.emit, inlined: one per pod created
+            o.CreatePod(
+                job=entry.key,
+                seq=ctx.seq,
+                time=ctx.now,
+                name=pod_name,
+                task=task.name,
+                index=index,
+                job_version=status.version,
+                retry_count=status.retry_count,
+                job_uid=job.metadata.uid,
+                pod=ctx.render_pod(entry, task.name, index, status),
+            )
         )
         placeholder = PodState(pod_name, task.name, version=status.version)
         entry.put_pod(placeholder)

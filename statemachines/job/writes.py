@@ -39,7 +39,9 @@ def status_function(entry: JobEntry, status: JobStatus, handling: Handling) -> s
         status.retry_count += 1
     phase = status.state.phase
     source = phase if phase in HANDLERS else _PENDING
-    facts = spec_facts(entry)
+    facts = entry.facts  # `spec_facts`, inlined: this runs on every sync and kill
+    if facts is None or facts.spec is not entry.job.spec:  # type: ignore[union-attr]
+        facts = spec_facts(entry)
     check = Check(facts.spec, status, facts.replicas)  # the spec's total replicas, summed once per spec
     dest, guards = fire_why(source, handling.trigger, check)
     if dest is None:

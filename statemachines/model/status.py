@@ -57,18 +57,41 @@ def copy_status(status: JobStatus) -> JobStatus:
     return msgspec.structs.replace(status, state=msgspec.structs.replace(status.state))
 
 
+def copy_killed(status: JobStatus, version: int, terminating: int) -> JobStatus:
+    """`copy_status` with the counts of a kill: only the pods going away, `terminating`.
+
+    (Volcano's killJob counts the pods whose deletion failed too; here deletion is a
+    command, so none does.) One `replace`: a kill runs on every pod record while a
+    job is Restarting, Completing, Aborting or Terminating."""
+    return msgspec.structs.replace(
+        status,
+        state=msgspec.structs.replace(status.state),
+        version=version,
+        terminating=terminating,
+        pending=0,
+        running=0,
+        succeeded=0,
+        failed=0,
+        unknown=0,
+        task_status_count=None,
+    )
+
+
 def set_transition(status: JobStatus, now: str) -> None:
     """LTT = now, and the current phase's condition moved to the end with that time."""
     status.state.last_transition_time = now
     phase = status.state.phase
-    kept = [c for c in status.conditions or () if c.status != phase]
+    kept = []
+    for c in status.conditions or ():  # a loop, not a comprehension: one call less (every status change)
+        if c.status != phase:
+            kept.append(c)
     kept.append(JobCondition(status=phase, last_transition_time=now))
     status.conditions = kept
 
 
 def set_counts(status: JobStatus, per_task: dict[str, dict[str, int]]) -> None:
     """Totals and taskStatusCount from per-task phase counters ("Unknown" for any other phase)."""
-    if not per_task:  # a kill's counts: all zero
+    if not per_task:  # no pod counted: all zero
         status.pending = status.running = status.succeeded = status.failed = status.unknown = 0
         status.task_status_count = None
         return

@@ -111,7 +111,11 @@ class QueueController:
     # ------------------------------------------------------------------ output
 
     def emit(self, cls: type, queue: str, /, **fields: Any) -> None:
-        self.host.out.append(cls(job=queue_key(queue), seq=self.host.seq, time=self.host.now, **fields))
+        host = self.host
+        fields["job"] = queue_key(queue)  # the stamp goes into `fields`: one dict passed on (`Engine.emit`)
+        fields["seq"] = host.seq
+        fields["time"] = host.now
+        host.out.append(cls(**fields))
 
     def record_event(self, queue: str, reason: str, message: str, *, event_type: str = "Normal") -> None:
         self.emit(

@@ -153,17 +153,19 @@ class TaskFact:
 
     def __init__(self, pod: o.Pod) -> None:
         meta, spec = pod.metadata, pod.spec
-        annotations = meta.annotations or {}
+        # not named `annotations`: CPython 3.11 compiles `x.get(...)` without its method-call fast
+        # path when a local shares its name with a module-level import (`from __future__ import annotations`)
+        notes = meta.annotations or {}
         labels = meta.labels or {}
         self.namespace = meta.namespace
         self.name = meta.name
         self.key = f"{meta.namespace}/{meta.name}"
         self.uid = meta.uid or self.key
-        group = annotations.get(GROUP_NAME, "")
+        group = notes.get(GROUP_NAME, "")
         self.group = f"{meta.namespace}/{group}" if group else ""
-        self.role = annotations.get(TASK_SPEC) or labels.get(TASK_SPEC) or ""
+        self.role = notes.get(TASK_SPEC) or labels.get(TASK_SPEC) or ""
         priority = spec.priority if spec.priority is not None else 1
-        raw_priority = annotations.get(TASK_PRIORITY)
+        raw_priority = notes.get(TASK_PRIORITY)
         if raw_priority is not None:
             try:
                 value = int(raw_priority)
@@ -175,7 +177,7 @@ class TaskFact:
         self.req, self.nz_cpu, self.nz_mem = _requests(spec, f"Pod {self.key} spec")
         self.best_effort = self.req.is_empty()
         preemptable = True
-        for source in (annotations, labels):
+        for source in (notes, labels):
             if PREEMPTABLE in source:
                 parsed = _parse_bool(source[PREEMPTABLE])
                 preemptable = bool(parsed)

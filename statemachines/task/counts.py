@@ -133,7 +133,7 @@ class TaskBook:
         self.epoch += 1
         counts = self.counts.get(pod.task)
         if counts is not None:
-            counts.add(pod, -1)
+            counts.add_values(pod.phase, pod.restarts, pod.deleting or pod.out_of_sync, -1)  # `add`, inlined
 
     def count(self, pod: CachedPod) -> None:
         """Put `pod`'s contribution in (after it entered the cache or changed)."""
@@ -141,7 +141,7 @@ class TaskBook:
         counts = self.counts.get(pod.task)
         if counts is None:
             counts = self.counts[pod.task] = TaskCounts()
-        counts.add(pod, 1)
+        counts.add_values(pod.phase, pod.restarts, pod.deleting or pod.out_of_sync, 1)  # `add`, inlined
 
     def recount(self, pod: CachedPod, phase: str, restarts: int, flagged: bool) -> None:
         """`pod` changed in place from (phase, restarts, flagged): move its contribution."""

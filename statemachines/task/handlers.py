@@ -6,7 +6,7 @@ changed the task's pods (statemachines/job/sync.py); `resettle` after the
 job appeared or its spec changed. A move of a task's phase becomes a
 `TaskPhaseChanged` output (`task.phase.changed`).
 
-`ctx` is what runs the job (the `Engine`): only its `emit` is used.
+`ctx` is what runs the job (the `Engine`): only what its `emit` uses (`out`, `seq`, `now`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,10 @@ def step_task(ctx: Any, entry: Any, task: str, trigger: str, pod: str = "") -> s
     if entry.job is None:
         return None  # no spec, no task phases (nor TaskCompleted/TaskFailed, as in Volcano's cache)
     book = entry.tasks
-    event, move = step(book, task, book.spec_of(entry.job.spec, task), trigger)
+    job_spec = entry.job.spec
+    # `book.spec_of`, its hit inlined (it runs for most pod records)
+    spec = book.by_name.get(task) if book.spec is job_spec else book.spec_of(job_spec, task)
+    event, move = step(book, task, spec, trigger)
     if move is not None:
         emit_move(ctx, entry, move, pod)
     return event
@@ -30,23 +33,26 @@ def step_task(ctx: Any, entry: Any, task: str, trigger: str, pod: str = "") -> s
 
 def emit_move(ctx: Any, entry: Any, move: Move, pod: str = "") -> None:
     n = move.counts
-    ctx.emit(
-        o.TaskPhaseChanged,
-        entry,
-        task=move.task,
-        from_phase=move.from_phase,
-        to_phase=move.to_phase,
-        trigger=move.trigger,
-        pod=pod,
-        cause=move.cause,
-        replicas=move.replicas,
-        min_available=move.min_available,
-        pending=n.pending,
-        running=n.running,
-        succeeded=n.succeeded,
-        failed=n.failed,
-        unknown=n.unknown,
-        restarts=n.restarts,
+    ctx.out.append(  # `ctx.emit`, inlined: no keyword dict packed and unpacked again
+        o.TaskPhaseChanged(
+            job=entry.key,
+            seq=ctx.seq,
+            time=ctx.now,
+            task=move.task,
+            from_phase=move.from_phase,
+            to_phase=move.to_phase,
+            trigger=move.trigger,
+            pod=pod,
+            cause=move.cause,
+            replicas=move.replicas,
+            min_available=move.min_available,
+            pending=n.pending,
+            running=n.running,
+            succeeded=n.succeeded,
+            failed=n.failed,
+            unknown=n.unknown,
+            restarts=n.restarts,
+        )
     )
 
 

@@ -90,16 +90,18 @@ GUARDS: dict[str, Callable[[TaskCheck], bool]] = {
 def guard_text(name: str, want: bool, c: TaskCheck) -> str:
     """A guard that held, in words with its figures (`TaskPhaseChanged.cause`)."""
     n = c.counts
-    texts = {
-        "all_succeeded": f"all replicas succeeded ({n.succeeded} of {c.replicas})",  # type: ignore
-        "retries_exhausted": f"container restarts reached maxRetry ({n.restarts} of {c.retry_limit()})",  # type: ignore
-        "finished_short": (
-            f"every replica finished, {n.succeeded} succeeded of minAvailable {c.task_min()}"  # type: ignore
-        ),
-        "min_available_active": (
+    # only the text asked for is formatted (one per guard of every phase move)
+    if name == "all_succeeded":
+        text = f"all replicas succeeded ({n.succeeded} of {c.replicas})"  # type: ignore
+    elif name == "retries_exhausted":
+        text = f"container restarts reached maxRetry ({n.restarts} of {c.retry_limit()})"  # type: ignore
+    elif name == "finished_short":
+        text = f"every replica finished, {n.succeeded} succeeded of minAvailable {c.task_min()}"  # type: ignore
+    elif name == "min_available_active":
+        text = (
             f"minAvailable reached ({n.running} running, {n.succeeded} succeeded, "  # type: ignore
             f"{n.failed} failed of minAvailable {c.task_min()})"  # type: ignore
-        ),
-    }
-    text = texts[name]
+        )
+    else:
+        raise KeyError(name)
     return text if want else f"not {text}"
