@@ -129,7 +129,17 @@ def iter_log(
     `batch`: JSON records are decoded that many at a time before they are handed
     on. A fold that reads a whole file is faster so (`BATCH`); a pipe or a file
     being followed takes 1, so each record is handed on as soon as it arrives.
+    The records come out of a C iterator (`itertools.chain`) over those batches:
+    no Python frame is resumed per record.
     """
+    return itertools.chain.from_iterable(_batches(lines, source, warn, batch))
+
+
+def _batches(
+    lines: Iterable[bytes], source: str, warn: Callable[[str], None] | None, batch: int
+) -> Iterator[Iterable[Item]]:
+    """`iter_log`'s records, in lists (or one iterator of them all, for the YAML and array forms).
+    The input's first lines are read, and its form told, when the first record is asked for."""
     it = iter(lines)
     head: list[bytes] = []
     first = b""
@@ -146,21 +156,21 @@ def iter_log(
     lines = itertools.chain(head, it)
     snapshots = logforms.Snapshots(source, warn)
     if form == "json":
-        yield from _json_items(lines, source, snapshots, batch)
+        yield from _json_batches(lines, source, snapshots, batch)
         return
     values = logforms.array_values(lines, source) if form == "array" else logforms.yaml_values(lines, source)
-    yield from _last_cut_short(_expanded_items(values, source, snapshots), source)
+    yield _last_cut_short(_expanded_items(values, source, snapshots), source)
 
 
-def _json_items(
+def _json_batches(
     lines: Iterable[bytes], source: str, snapshots: logforms.Snapshots, batch: int = 1
-) -> Iterator[Item]:
+) -> Iterator[list[Item]]:
     """JSON records, pretty or one per line (`read_records`' boundaries): the fast path of every replay.
 
     A record the fast decode refuses is rescued (`logforms.rescue`: Lists, plain
     objects) or becomes an `InvalidRecord`, held back until the next record so
-    that a last record cut short can be told apart. Records are handed on `batch`
-    at a time (`iter_log`).
+    that a last record cut short can be told apart. Records are handed on in lists
+    of `batch` (`iter_log`).
     """
     n = 0
     line_no = offset = 0
@@ -207,9 +217,8 @@ def _json_items(
                 held = None
             ready.append((n, data, decoded))
         if len(ready) >= batch:
-            yield from ready
+            yield ready
             ready = []
-    yield from ready
     if block:
         data = b"".join(block)
         try:
@@ -218,10 +227,12 @@ def _json_items(
             items = list(_rescued(data, err, n, block_line, block_offset, source, snapshots))
         for item in items:
             if held is not None:
-                yield held
+                ready.append(held)
             held = item
     if held is not None:
-        yield _cut_short(held, source)
+        ready.append(_cut_short(held, source))
+    if ready:
+        yield ready
 
 
 def _rescued(data, err, n, line, offset, source, snapshots) -> Iterator[Item]:
