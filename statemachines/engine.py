@@ -183,20 +183,20 @@ class Engine:
             self.fire_due(self.now)
         if kind is Pod:
             on_pod(self, record.type, obj)  # type: ignore[union-attr]
-        elif isinstance(obj, Job):
+        elif kind is Job:  # exact classes: a failed isinstance on a Struct class is slow
             on_job(self, record.type, obj, raw)  # type: ignore[union-attr]
             self.gc.job(record.type, obj)  # type: ignore[union-attr]
-        elif isinstance(obj, PodGroup):
+        elif kind is PodGroup:
             on_podgroup(self, record.type, obj)  # type: ignore[union-attr]
             self.queue_controller.podgroup(record.type, obj)  # type: ignore[union-attr]
-        elif isinstance(obj, Queue):
+        elif kind is Queue:
             self.queues_seen = True
             if record.type == "DELETED":  # type: ignore[union-attr]
                 self.queues.pop(obj.metadata.name, None)
             else:
                 self.queues[obj.metadata.name] = obj
             self.queue_controller.queue(record.type, obj)  # type: ignore[union-attr]
-        elif isinstance(obj, Command):
+        elif kind is Command:
             on_command(self, record.type, obj)  # type: ignore[union-attr]
             self.queue_controller.command(record.type, obj)  # type: ignore[union-attr]
         heap = self.timers.heap  # firing may have replaced the list (`TimerHeap.take` rebuilds it)

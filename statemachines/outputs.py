@@ -22,7 +22,8 @@ from msgspec import Struct
 from statemachines.model.status import JobStatus
 
 
-class Output(Struct, frozen=True, kw_only=True, tag_field="type", rename="camel", omit_defaults=True, gc=False):
+# Not keyword-only itself (its subclasses are): `ActionResolved` is made by position, below.
+class Output(Struct, frozen=True, tag_field="type", rename="camel", omit_defaults=True, gc=False):
     job: str  # "<namespace>/<name>"
     seq: int  # position of the causing record
     time: str = ""  # event time of the causing record (RFC 3339)
@@ -47,7 +48,10 @@ class JobDeleted(Output, tag="job.deleted.v1", kw_only=True):
     uid: str = ""
 
 
-class ActionResolved(Output, tag="job.action.resolved.v1", kw_only=True):
+# Not keyword-only, unlike every other output's own fields: one of these is made for every request,
+# and matching its 14 keywords costs as much as making it, so `statemachines.worker.process` passes
+# them by position (and asserts the order it relies on). (A comment: the docstring is the schema's.)
+class ActionResolved(Output, tag="job.action.resolved.v1"):
     """A bus event (or a command, or a fired timer) resolved to an action."""
 
     event: str = ""  # the bus event ("" for a PodGroup phase change)

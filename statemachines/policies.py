@@ -20,8 +20,11 @@ from statemachines.model.timefmt import parse_duration
 from statemachines.model.vocabulary import INTERNAL_EVENTS, Action, Event
 
 
-class Request(Struct):
-    """What the controller is asked to handle (Volcano's `apis.Request`)."""
+class Request(Struct, gc=False):
+    """What the controller is asked to handle (Volcano's `apis.Request`).
+
+    gc=False (and for `Resolution`): plain strings and numbers, never part of a cycle, so the
+    collector need not track the one made for every record."""
 
     event: str = ""
     exit_code: int = 0
@@ -35,7 +38,7 @@ class Request(Struct):
     source: str = ""  # "pod", "job", "podgroup", "command", "self" (our own status write), "timer"
 
 
-class Resolution(Struct):
+class Resolution(Struct, gc=False):
     action: str
     delay: float = 0.0
     delay_text: str = ""

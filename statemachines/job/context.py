@@ -23,7 +23,7 @@ class JobContext(Protocol):
     out: list  # the record's outputs so far (`emit` appends to it; hot paths append themselves)
     spec_changed: bool  # the request being handled comes from a change of the job spec
 
-    def emit(self, cls: type, entry: JobEntry, **fields: Any) -> None:
+    def emit(self, cls: type, entry: JobEntry, /, **fields: Any) -> None:
         """Append an output (`statemachines.outputs`) for `entry`'s job, stamped with the record."""
 
     def queue_exists(self, name: str) -> bool: ...

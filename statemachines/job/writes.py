@@ -72,15 +72,18 @@ def write_status(ctx: JobContext, entry: JobEntry, status: JobStatus, action: st
     out.append(o.UpdateJobStatus(job=key, seq=seq, time=now, status=status, job_version=status.version))
     out.append(o.StatusChanged(job=key, seq=seq, time=now, status=status))
     if status.state.phase != old_phase:
-        ctx.emit(
-            o.PhaseChanged,
-            entry,
-            from_phase=old_phase,
-            to_phase=status.state.phase,
-            action=action,
-            retry_count=status.retry_count,
-            version=status.version,
-            cause=ctx.cause(entry, guard or ""),
+        out.append(  # ctx.emit, inlined as well
+            o.PhaseChanged(
+                job=key,
+                seq=seq,
+                time=now,
+                from_phase=old_phase,
+                to_phase=status.state.phase,
+                action=action,
+                retry_count=status.retry_count,
+                version=status.version,
+                cause=ctx.cause(entry, guard or ""),
+            )
         )
         entry.followup = True
 

@@ -43,8 +43,13 @@ class _JobLight(Struct, frozen=True, tag_field="kind", tag="Job", gc=False):
     """A vcjob, not decoded: the cut did not take it, so it is decoded whole (`decode`)."""
 
 
-class _LightEnvelope(Struct):
-    type: str
+_WatchType = Literal["ADDED", "MODIFIED", "DELETED"]  # decoded as these very strings (their hash kept);
+# any other type fails here and is decoded whole (`decode`), as the fold's first check
+# The envelopes are gc=False, as the objects are: one per record, a tree, dropped at once.
+
+
+class _LightEnvelope(Struct, gc=False):
+    type: _WatchType
     object: Union[_JobLight, Pod, PodGroup, Queue, Command]
     time: str | None = None
 
@@ -81,8 +86,8 @@ class _JobCut(Struct, frozen=True, rename="camel", gc=False):
     status: JobStatusView | None = None
 
 
-class _CutEnvelope(Struct):
-    type: str
+class _CutEnvelope(Struct, gc=False):
+    type: _WatchType
     object: _JobCut
     time: str | None = None
 
@@ -93,7 +98,7 @@ class _JobRaw(Struct, frozen=True, tag_field="kind", tag="Job", gc=False):
     spec: Raw = Raw(b"")
 
 
-class _RawEnvelope(Struct):
+class _RawEnvelope(Struct, gc=False):
     object: _JobRaw
 
 
@@ -144,7 +149,7 @@ def _cut_spec(data: bytes) -> Decoded | None:
         start = data.find(_SPEC) + 7
         if start < 7 or not data.startswith(spec_text, start):
             return _learn(data, hint)
-    return _spliced(data, hint, spec_text, spec, start)
+    return _spliced(data, hint, spec_text, spec, start, last)
 
 
 def _learn(data: bytes, hint: bytes) -> Decoded | None:
@@ -165,7 +170,9 @@ def _learn(data: bytes, hint: bytes) -> Decoded | None:
     return _spliced(data, hint, spec_text, spec, start)
 
 
-def _spliced(data: bytes, hint: bytes, spec_text: bytes, spec: JobSpec, start: int) -> Decoded | None:
+def _spliced(
+    data: bytes, hint: bytes, spec_text: bytes, spec: JobSpec, start: int, last: tuple | None = None
+) -> Decoded | None:
     """The record with `spec_text` at `start` replaced by the placeholder, decoded; None if it
     does not decode so (see `_cut_spec`)."""
     end = start + len(spec_text)
@@ -181,7 +188,8 @@ def _spliced(data: bytes, hint: bytes, spec_text: bytes, spec: JobSpec, start: i
     if obj.spec is UNSET or env.type not in WATCH_TYPES:
         return None
     rtype = env.type
-    last = _known.get(hint)
+    if last is None:  # learnt: whatever the name held before
+        last = _known.get(hint)
     # the same spec text where it was: `_known` already holds what would be stored (most records)
     if last is None or last[0] is not spec_text or last[2] != start or rtype == "DELETED":
         if last is not None:

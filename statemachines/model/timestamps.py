@@ -107,7 +107,13 @@ def object_time_if_valid(when: str | None, obj: KnownObject) -> str | None:
     takes the object's time (the latest timestamp): two walks over the same small
     objects, each a noticeable part of a pod record's cost. Done here at once, the
     time rides on the record (`Observed.at`). Equal to `INVALID if not all_valid(when,
-    obj) else object_time(obj)`, always (tests/test_replay_time_walk.py checks it)."""
+    obj) else object_time(obj)`, always (tests/test_replay_time_walk.py checks it).
+
+    A record's timestamps are mostly one moment (a pod's conditions and its container's
+    start): one equal to the latest so far (`best`, checked already) needs neither the
+    membership test (a decoded string's hash is computed afresh) nor the ordering. So
+    `best` only ever holds checked timestamps: the deletion request (computed, not read)
+    is taken last."""
     valid = _valid
     if when is not None and not (when in valid or valid_time(when)):
         return INVALID
@@ -120,24 +126,20 @@ def object_time_if_valid(when: str | None, obj: KnownObject) -> str | None:
         return INVALID
     for entry in meta.managed_fields or ():
         ts = entry.time
-        if ts is not None:
+        if ts is not None and ts != best:
             if not (ts in valid or valid_time(ts)):
                 return INVALID
-            if ts and (best is None or ts > best):
+            if best is None or ts > best:
                 best = ts
-    if deleted:
-        ts = deletion_requested(meta)
-        if ts and (best is None or ts > best):
-            best = ts
     cls = obj.__class__
     if cls is Pod:
         status = obj.status  # type: ignore[union-attr]
         for c in status.conditions or ():
             ts = c.last_transition_time
-            if ts is not None:
+            if ts is not None and ts != best:
                 if not (ts in valid or valid_time(ts)):
                     return INVALID
-                if ts and (best is None or ts > best):
+                if best is None or ts > best:
                     best = ts
         for cs in status.container_statuses or ():
             st = cs.state
@@ -147,19 +149,20 @@ def object_time_if_valid(when: str | None, obj: KnownObject) -> str | None:
             run = st.running
             if term is not None:
                 started, ts = term.started_at, term.finished_at
-                if started is not None and not (started in valid or valid_time(started)):
+                if started is not None and started != best and not (started in valid or valid_time(started)):
                     return INVALID
-                if ts is not None and not (ts in valid or valid_time(ts)):
+                if ts is not None and ts != best and not (ts in valid or valid_time(ts)):
                     return INVALID
                 ts = ts or started
                 if ts and (best is None or ts > best):
                     best = ts
             if run is not None:
                 started = run.started_at
-                if started is not None and not (started in valid or valid_time(started)):
-                    return INVALID
-                if term is None and started and (best is None or started > best):
-                    best = started
+                if started is not None and started != best:
+                    if not (started in valid or valid_time(started)):
+                        return INVALID
+                    if term is None and (best is None or started > best):
+                        best = started
         for cs in status.init_container_statuses or ():  # checked, never the object's time
             st = cs.state
             if st is None:
@@ -167,24 +170,29 @@ def object_time_if_valid(when: str | None, obj: KnownObject) -> str | None:
             term = st.terminated
             if term is not None:
                 ts = term.started_at
-                if ts is not None and not (ts in valid or valid_time(ts)):
+                if ts is not None and ts != best and not (ts in valid or valid_time(ts)):
                     return INVALID
                 ts = term.finished_at
-                if ts is not None and not (ts in valid or valid_time(ts)):
+                if ts is not None and ts != best and not (ts in valid or valid_time(ts)):
                     return INVALID
             run = st.running
             if run is not None:
                 ts = run.started_at
-                if ts is not None and not (ts in valid or valid_time(ts)):
+                if ts is not None and ts != best and not (ts in valid or valid_time(ts)):
                     return INVALID
     elif cls is Job:
         status = obj.status  # type: ignore[union-attr]
         if status is not None:
             ts = status.state.last_transition_time
-            if ts is not None and not (ts in valid or valid_time(ts)):
-                return INVALID
-            if ts and (best is None or ts > best):
-                best = ts
+            if ts is not None and ts != best:
+                if not (ts in valid or valid_time(ts)):
+                    return INVALID
+                if best is None or ts > best:
+                    best = ts
+    if deleted:
+        ts = deletion_requested(meta)
+        if ts and (best is None or ts > best):
+            best = ts
     return best
 
 

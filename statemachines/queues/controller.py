@@ -67,10 +67,11 @@ Status = tuple[str, tuple[int, ...]]  # (state, counts in COUNT_FIELDS order)
 
 
 class QueueEntry:
-    __slots__ = ("name", "uid", "parent", "state", "counts", "trail", "closed_by_parent")
+    __slots__ = ("name", "key", "uid", "parent", "state", "counts", "trail", "closed_by_parent")
 
     def __init__(self, name: str, uid: str, parent: str, recorded: Status) -> None:
         self.name = name
+        self.key = queue_key(name)  # the outputs' `job`
         self.uid = uid
         self.parent = parent
         self.state, self.counts = recorded
@@ -197,16 +198,22 @@ class QueueController:
     # ------------------------------------------------------------------ the worker (queue_controller.go)
 
     def request(self, queue: str, action: str, event: str) -> None:
-        self._requests.append((queue, action, event))
+        requests = self._requests
         if self._draining:
+            requests.append((queue, action, event))
             return
         self._draining = True
         try:
             handled = 0
-            while self._requests and handled < MAX_REQUESTS:
+            if not requests:  # the usual case (nothing queued): handled at once, not queued and popped
+                handled = 1
+                self._handle(queue, action, event)
+            else:
+                requests.append((queue, action, event))
+            while requests and handled < MAX_REQUESTS:
                 handled += 1
-                self._handle(*self._requests.popleft())
-            self._requests.clear()
+                self._handle(*requests.popleft())
+            requests.clear()
         finally:
             self._draining = False
 
@@ -238,20 +245,24 @@ class QueueController:
     def _write(self, entry: QueueEntry, state: str, counts: tuple[int, ...] | None, fn: str) -> bool:
         """Write the status if it changes; True when the state moved."""
         new_counts = entry.counts if counts is None else counts
-        if (state, new_counts) == (entry.state, entry.counts):
+        if state == entry.state and new_counts == entry.counts:  # (no two tuples built to compare)
             return False
         old = entry.state
         entry.state, entry.counts = state, new_counts
         entry.trail.append((state, new_counts))
         if len(entry.trail) > MAX_TRAIL:
             del entry.trail[0]
-        self.emit(
-            o.UpdateQueueStatus,
-            entry.name,
-            queue=entry.name,
+        name = entry.name
+        host = self.host
+        # `emit`, inlined: the queue is synced on every PodGroup record, and most syncs write
+        host.out.append(o.UpdateQueueStatus(
+            job=entry.key,
+            seq=host.seq,
+            time=host.now,
+            queue=name,
             state=state,
             counts=dict(zip(COUNT_FIELDS, new_counts)) if counts is not None else None,
-        )
+        ))
         if old == state:
             return False
         self.emit(o.QueueStateChanged, entry.name, queue=entry.name, from_state=old, to_state=state, action=fn)

@@ -154,14 +154,19 @@ def trigger_of(action: str) -> str:
 
 def handling(state: str, action: str) -> str:
     """The queue function `action` calls in `state` (FN_SYNC, FN_OPEN or FN_CLOSE)."""
-    table = HANDLERS[known_state(state)]
+    table = HANDLERS.get(state) or HANDLERS[known_state(state)]  # known_state only for "" and the invalid
     return table.get(action) or table[DEFAULT]
 
 
 def fire(state: str, trigger: str, check: Check) -> str:
     """The state the closure of `trigger` computes from `state`."""
-    for dest, guards in GRAPH[(known_state(state), trigger)]:
-        if all(fn(check) == want for fn, want in guards):
+    # known_state only for "" and the invalid; loops, not `all(...)` over a generator (one per
+    # PodGroup record: the queue is synced on each)
+    for dest, guards in GRAPH.get((state, trigger)) or GRAPH[(known_state(state), trigger)]:
+        for fn, want in guards:
+            if fn(check) != want:
+                break
+        else:
             return dest
     raise AssertionError(f"no transition {trigger!r} from {state!r}")  # every trigger ends unguarded
 

@@ -32,16 +32,24 @@ class QueuePodGroups:
     def set_phase(self, key: str, phase: str) -> None:
         old = self.phase.get(key)
         self.phase[key] = phase
-        for queue in self.queues.get(key, ()):
-            self._count(queue, old, -1)
-            self._count(queue, phase, +1)
+        listed = self.queues.get(key)
+        if listed:  # (a PodGroup seen for the first time is in no queue yet)
+            for queue in listed:
+                self._count(queue, old, -1)
+                self._count(queue, phase, +1)
 
     def add(self, queue: str, key: str) -> None:
-        listed = self.queues.setdefault(key, set())
-        if queue in listed:
+        # `get`, not `setdefault(key, set())`: the default would be a new set on every PodGroup record
+        listed = self.queues.get(key)
+        if listed is None:
+            listed = self.queues[key] = set()
+        elif queue in listed:
             return
         listed.add(queue)
-        self.members.setdefault(queue, set()).add(key)
+        members = self.members.get(queue)
+        if members is None:
+            members = self.members[queue] = set()
+        members.add(key)
         self._count(queue, self.phase.get(key), +1)
 
     def forget(self, key: str) -> None:
@@ -51,9 +59,11 @@ class QueuePodGroups:
             self._count(queue, phase, -1)
 
     def _count(self, queue: str, phase: str | None, delta: int) -> None:
-        i = _INDEX.get(phase) if phase is not None else None
+        i = _INDEX.get(phase)  # (None is no key of it either)
         if i is not None:
-            counts = self.counts.setdefault(queue, [0, 0, 0, 0, 0])
+            counts = self.counts.get(queue)
+            if counts is None:
+                counts = self.counts[queue] = [0, 0, 0, 0, 0]
             counts[i] += delta
 
     def podgroups_of(self, queue: str) -> int:
