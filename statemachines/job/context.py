@@ -22,6 +22,7 @@ class JobContext(Protocol):
     seq: int  # the record's position, stamped on every output
     out: list  # the record's outputs so far (`emit` appends to it; hot paths append themselves)
     spec_changed: bool  # the request being handled comes from a change of the job spec
+    queues: dict  # the queues the log has shown, by name (a queue among them always exists)
 
     def emit(self, cls: type, entry: JobEntry, /, **fields: Any) -> None:
         """Append an output (`statemachines.outputs`) for `entry`'s job, stamped with the record."""

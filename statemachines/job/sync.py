@@ -47,7 +47,7 @@ def sync_job(ctx: JobContext, entry: JobEntry, handling: Handling, action: str) 
     assert job is not None and entry.status is not None
     if job.metadata.deletion_timestamp is not None:
         return
-    if not ctx.queue_exists(job.spec.queue):
+    if job.spec.queue not in ctx.queues and not ctx.queue_exists(job.spec.queue):  # a known queue: at once
         raise SyncError(f'queues.scheduling.volcano.sh "{job.spec.queue}" not found')
     facts = entry.facts  # `spec_facts`, inlined
     if facts is None or facts.spec is not job.spec:
@@ -63,7 +63,7 @@ def sync_job(ctx: JobContext, entry: JobEntry, handling: Handling, action: str) 
             set_transition(status, ctx.now)
             write_status(ctx, entry, status, action, "new job: first sync")
             status = copy_status(status)
-        if plugins:
+        if plugins and status.controlled_resources is not facts.plugins_booked:  # else booked, as found before
             resources = status.controlled_resources or {}
             added = stale = False
             for key, name in facts.plugin_resources:
@@ -72,7 +72,9 @@ def sync_job(ctx: JobContext, entry: JobEntry, handling: Handling, action: str) 
                     added = True
                 elif have != name:
                     stale = True
-            if added or stale:  # else booking them again would leave an equal map
+            if not (added or stale):
+                facts.plugins_booked = resources  # `SpecFacts.plugins_booked`
+            else:  # booking them again would leave an equal map
                 if status is entry.status:
                     status = copy_status(status)
                 bookkeep_plugins(status, plugins, add=True)

@@ -91,13 +91,19 @@ def write_status(ctx: JobContext, entry: JobEntry, status: JobStatus, action: st
 class SpecFacts:
     """What the controller derives from one job spec object, made once (`spec_facts`)."""
 
-    __slots__ = ("spec", "plugins", "plugin_resources", "wanted", "volumes", "volumes_read", "replicas", "resolutions")
+    __slots__ = (
+        "spec", "plugins", "plugin_resources", "plugins_booked", "wanted", "volumes", "volumes_read", "replicas",
+        "resolutions",
+    )
 
     def __init__(self, entry: JobEntry) -> None:
         spec = self.spec = entry.job.spec  # type: ignore[union-attr]
         self.plugins = sorted((spec.plugins or {}).keys())
         # controlledResources entries the plugins book: ("plugin-<name>", name)
         self.plugin_resources = [(f"plugin-{name}", name) for name in self.plugins]
+        # the last controlledResources map found to book them all (sync_job): a map is never changed
+        # in place (`bookkeep_plugins` makes a new one), so the same object needs no second look
+        self.plugins_booked: object = ()  # none yet (not None: a status without the map has that)
         self.wanted = (spec.min_available, _min_task_member(entry), spec.priority_class_name)  # PodGroup spec
         self.volumes: list[dict] | None = None  # spec.volumes decoded, on first need (bookkeep_volumes)
         self.volumes_read = False
