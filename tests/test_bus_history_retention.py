@@ -94,7 +94,9 @@ def job_again(rec: dict, rtype: str, rv: int, *, uid: str | None = None, when: s
     return new
 
 
-async def test_a_job_that_comes_back_after_being_forgotten_continues_its_stored_history(bus_settings, tmp_path):
+def comes_back() -> tuple[str, list[list[bytes]]]:
+    """The seed log's last job deleted at its end, created again under the same name, then changed:
+    the job, and the log's lines in those three parts."""
     recs = seed_records()
     last_job = [r for r in recs if r["object"]["kind"] == "Job"][-1]
     rv = 10_000_000
@@ -102,8 +104,12 @@ async def test_a_job_that_comes_back_after_being_forgotten_continues_its_stored_
     back = job_again(last_job, "ADDED", rv + 1, uid="uid-second-life", when="2026-11-30T09:05:00Z")
     later = job_again(back, "MODIFIED", rv + 2, when="2026-11-30T09:06:00Z")
     later["object"]["spec"]["minAvailable"] = 1
-    parts = [seed_with(gone), [json.dumps(back).encode()], [json.dumps(later).encode()]]
     job = f"{last_job['object']['metadata']['namespace']}/{last_job['object']['metadata']['name']}"
+    return job, [seed_with(gone), [json.dumps(back).encode()], [json.dumps(later).encode()]]
+
+
+async def test_a_job_that_comes_back_after_being_forgotten_continues_its_stored_history(bus_settings, tmp_path):
+    job, parts = comes_back()
     for i, lines in enumerate(parts):
         (tmp_path / f"{i}.jsonl").write_bytes(b"\n".join(lines) + b"\n")
     await publish_file(bus_settings, tmp_path / "0.jsonl")

@@ -130,7 +130,7 @@ class Subscription:
             raise
         except Exception as err:
             await self.nc.close()
-            raise BusError(f"cannot subscribe {self.name!r} to {self.stream}: {err or type(err).__name__}") from err
+            raise BusError(f"cannot subscribe {self.name!r} to {self.stream}: {str(err) or type(err).__name__}") from err
         return self
 
     async def close(self, *, ack_last: bool = True) -> None:

@@ -220,7 +220,7 @@ class BatchWriter:
             for f in futs:
                 if not f.done():
                     f.cancel()
-            raise BusError(f"storing {len(msgs)} message(s) failed: {err or type(err).__name__}") from err
+            raise BusError(f"storing {len(msgs)} message(s) failed: {str(err) or type(err).__name__}") from err
         dup = sum(1 for a in acks if a.duplicate)
         return Stored(len(acks) - dup, dup, max((a.seq or 0 for a in acks), default=0))
 

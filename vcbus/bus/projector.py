@@ -91,7 +91,7 @@ async def load_returned(bus: Bus, views: Views, *, refolded: bool = False) -> No
     After a refold (`refolded`) the stored value already holds the events folded
     since the job was forgotten, so those are dropped from memory.
     """
-    returned, views.deleted_jobs.returned = views.deleted_jobs.returned, set()
+    returned = views.deleted_jobs.returned
     if not returned:
         return
     kv = await bus.js.key_value(s.HISTORY_BUCKET)
@@ -101,6 +101,8 @@ async def load_returned(bus: Bus, views: Views, *, refolded: bool = False) -> No
             base = msgspec.json.decode(entry.value) if entry.value else None
         except (KeyNotFoundError, NotFoundError, ValueError, msgspec.DecodeError):
             base = None
+        # any other failure (a timeout) leaves the job in `returned`: the next session reads it again
+        returned.discard(job)
         if base is not None:
             views.deleted_jobs.bases[job] = base
             if refolded:
@@ -135,7 +137,7 @@ class Writer:
         except asyncio.TimeoutError:
             raise BusError(f"projector: no acknowledgement from the KV buckets within {self.timeout:g}s") from None
         except Exception as err:
-            raise BusError(f"projector: writing the KV buckets failed: {err or type(err).__name__}") from err
+            raise BusError(f"projector: writing the KV buckets failed: {str(err) or type(err).__name__}") from err
 
 
 async def write_jobs(writer: Writer, views: Views, jobs: set[str]) -> None:
@@ -155,18 +157,22 @@ async def write_jobs(writer: Writer, views: Views, jobs: set[str]) -> None:
             continue
         for bucket, value in values.items():
             await writer.put(bucket, key, value)
-    for job in views.deleted_jobs.expired():  # retention over: the history key goes too
+    expired = views.deleted_jobs.expired()
+    for job in expired:  # retention over: the history key goes too
         try:
             await writer.put(s.HISTORY_BUCKET, s.kv_key(job), None)
         except ValueError:
             pass  # never had a key (reported when it was written)
-        views.deleted_jobs.drop(job)
-        views.forget(job)
     await writer.flush()  # the views before the position
-    views.evict_deleted()
     for bucket in BUCKETS:
         await writer.put(bucket, s.POSITION_KEY, str(views.position).encode())
     await writer.flush()
+    # Memory forgets only now: when a write fails the next session writes `jobs` again, and a job
+    # forgotten before that would be written as if it had no history (its stored key deleted).
+    for job in expired:
+        views.deleted_jobs.drop(job)
+        views.forget(job)
+    views.evict_deleted()
 
 
 class Projector:
@@ -209,7 +215,10 @@ class Projector:
             self._started = True
         writer = Writer(self.bus)
         if self._dirty:  # a previous session folded these but may not have written them
+            await self._report_poison()
+            await load_returned(self.bus, self.views)
             await write_jobs(writer, self.views, self._dirty)
+            await self._report_poison()
             self._dirty = set()
         self.ready.set()
         async for batch in read_stream(
@@ -250,8 +259,9 @@ class Projector:
 
     async def _report_poison(self) -> None:
         """Publish a record.poison event for each event the views set aside (msg ids dedup)."""
-        failed, self.views.failed = self.views.failed, []
-        for seq, subject, reason, job in failed:
+        failed = self.views.failed
+        while failed:  # each one leaves the list once stored: a failure leaves the rest to the next session
+            seq, subject, reason, job = failed[0]
             event = poison.poison_event(
                 component="projector", stream=s.JOBS_STREAM, sequence=seq, subject=subject, reason=reason, job=job,
                 now=self.clock(),
@@ -261,6 +271,7 @@ class Projector:
                 await self.bus.js.publish(msg.subject, msg.body, headers=msg.headers)
             except Exception as err:
                 raise BusError(f"projector: cannot store the poison event of seq {seq}: {err}") from err
+            del failed[0]
 
     async def _start(self) -> None:
         position = await stored_position(self.bus)

@@ -212,7 +212,7 @@ class Publisher:
         except Exception as err:
             self._count_done(pending)
             subject = next((subj for subj, f in pending if f.done() and f.exception() is not None), "?")
-            raise BusError(f"publishing to {subject} failed: {err or type(err).__name__}") from err
+            raise BusError(f"publishing to {subject} failed: {str(err) or type(err).__name__}") from err
         self._count(acks)
 
     def _count_done(self, pending: list[tuple[str, asyncio.Future[PubAck]]]) -> None:

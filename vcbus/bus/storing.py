@@ -150,8 +150,8 @@ class Storing:
                 acks = await asyncio.wait_for(asyncio.gather(*futs), timeout)
             except (asyncio.TimeoutError, nats.errors.Error) as err:
                 if attempt == PUBLISH_ATTEMPTS:
-                    raise BusError(f"decider: cannot store the {what}: {err or type(err).__name__}") from err
-                log.warning("decider: storing the %s failed (%s); retrying", what, err or type(err).__name__)
+                    raise BusError(f"decider: cannot store the {what}: {str(err) or type(err).__name__}") from err
+                log.warning("decider: storing the %s failed (%s); retrying", what, str(err) or type(err).__name__)
                 await asyncio.sleep(0.2 * attempt)
                 continue
             return list(acks)

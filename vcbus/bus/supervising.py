@@ -49,7 +49,7 @@ async def supervise(
             if until_idle and failures >= max_failures:
                 raise
             delay = backoff.delay(failures, 0.5, 10.0)
-            log.warning("%s: %s; resuming at %d, next try in %.1fs", name, err or type(err).__name__, progress(), delay)
+            log.warning("%s: %s; resuming at %d, next try in %.1fs", name, str(err) or type(err).__name__, progress(), delay)
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(stop.wait(), delay)
             if stop.is_set():
