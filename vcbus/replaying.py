@@ -35,7 +35,7 @@ import contextlib
 import gc
 from typing import BinaryIO, Callable, Iterable, Iterator
 
-from projections.history import HistoryView
+from projections.history import HistoryView, JobHistory
 from projections.replay import InputCounts, build_report
 from projections.status import StatusView
 from statemachines import outputs as o
@@ -142,7 +142,11 @@ def fewer_gc_passes() -> Iterator[None]:
 NOT_FOR_STATUS = frozenset({o.ActionResolved, o.UpdateJobStatus, o.CreatePod, o.DeletePod, o.PluginHook})
 NOT_FOR_HISTORY = frozenset({o.UpdateJobStatus, o.StatusChanged})
 _ACTION = o.ActionResolved  # for history, not for status (checked first in `_fold`)
+_UPDATE = o.UpdateJobStatus  # for neither (checked next)
+_CHANGED = o.StatusChanged  # for status, not for history (and next)
 assert _ACTION in NOT_FOR_STATUS and _ACTION not in NOT_FOR_HISTORY
+assert _UPDATE in NOT_FOR_STATUS and _UPDATE in NOT_FOR_HISTORY
+assert _CHANGED not in NOT_FOR_STATUS and _CHANGED in NOT_FOR_HISTORY
 
 
 class _OutOfOrder(Exception):
@@ -374,6 +378,10 @@ def _fold(
     engine = result.engine
     history = result.keep_history  # off: the history projection's apply would only say no
     h_apply = result.history.apply
+    hview = result.history
+    h_jobs = hview.jobs
+    sview = result.statuses
+    s_statuses, s_deleted = sview.statuses, sview.deleted
     s_apply = result.statuses.apply
     counts = result.counts
     kinds = result.kinds
@@ -397,6 +405,7 @@ def _fold(
     # OrderCheck.check, inlined (it runs for every record): the highest resourceVersion, its kind,
     # and the highest among the other kinds
     top_rv, top_kind, other_rv = -1, None, -1
+    events = 0
     try:
         for seq, data, decoded in items:
             if stop_seq is not None and seq > stop_seq:
@@ -465,7 +474,7 @@ def _fold(
                 )
                 if when and normalize(when) > stop_time:
                     break
-            counts.events += 1  # ignored ones are counted by the engine
+            events += 1  # (`counts.events`, added when the loop ends) ignored ones are counted by the engine
             try:
                 outs = apply(seq, decoded, raw=raw)  # type: ignore[arg-type]
             except Exception as err:  # poison, never a halt (RecursionError included)
@@ -478,8 +487,23 @@ def _fold(
             for out in outs:
                 cls = out.__class__
                 if cls is _ACTION:  # most outputs, one per request: history only
-                    if history:
-                        h_apply(out)
+                    if history:  # `HistoryView.apply` of an ActionResolved, inlined
+                        pos = out.seq
+                        if pos >= hview.position:
+                            hview.position = pos
+                            h = h_jobs.get(out.job)
+                            if h is None:
+                                h = h_jobs[out.job] = JobHistory(out.job)
+                            h.actions.append(out)
+                    continue
+                if cls is _UPDATE:  # neither view's (one per status write)
+                    continue
+                if cls is _CHANGED:  # status only: `StatusView.apply` of a StatusChanged, inlined
+                    pos = out.seq
+                    if pos >= sview.position:
+                        sview.position = pos
+                        s_statuses[out.job] = out.status
+                        s_deleted.discard(out.job)
                     continue
                 if history and cls not in NOT_FOR_HISTORY:
                     h_apply(out)
@@ -504,6 +528,8 @@ def _fold(
         counts.ignored += engine.ignored
         repeats.report(warn)
         return
+    finally:
+        counts.events += events
     repeats.report(warn)
     tail = engine.finish(stop_time) if stop_time is not None else []
     for out in tail + engine.final_divergences(cut=cut):
