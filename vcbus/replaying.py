@@ -377,12 +377,11 @@ def _fold(
     the caller can start again (`restart`), else warn once and go on in input order."""
     engine = result.engine
     history = result.keep_history  # off: the history projection's apply would only say no
-    h_apply = result.history.apply
-    hview = result.history
-    h_jobs = hview.jobs
-    sview = result.statuses
-    s_statuses, s_deleted = sview.statuses, sview.deleted
-    s_apply = result.statuses.apply
+    # the views' `apply`, and what the loop folds itself (ActionResolved, StatusChanged: most outputs;
+    # tests/test_replay_dispatch.py checks that both views end as `apply` leaves them)
+    hview, sview = result.history, result.statuses
+    h_apply, s_apply = hview.apply, sview.apply
+    h_jobs, s_statuses, s_deleted = hview.jobs, sview.statuses, sview.deleted
     counts = result.counts
     kinds = result.kinds
     apply = engine.apply
