@@ -215,11 +215,7 @@ class Projector:
             self._started = True
         writer = Writer(self.bus)
         if self._dirty:  # a previous session folded these but may not have written them
-            await self._report_poison()
-            await load_returned(self.bus, self.views)
-            await write_jobs(writer, self.views, self._dirty)
-            await self._report_poison()
-            self._dirty = set()
+            await self._write_dirty(writer)
         self.ready.set()
         async for batch in read_stream(
             js, s.JOBS_STREAM, start_seq=self.views.position + 1, follow=True, batch=self.batch, idle=self.idle
@@ -229,11 +225,7 @@ class Projector:
                     job = self.views.apply(msg.metadata.sequence.stream, msg.data, msg.subject)
                     if job is not None:
                         self._dirty.add(job)
-                await self._report_poison()
-                await load_returned(self.bus, self.views)
-                await write_jobs(writer, self.views, self._dirty)
-                await self._report_poison()  # jobs no KV key can hold
-                self._dirty = set()
+                await self._write_dirty(writer)
                 self.written += len(batch)
                 if self.snapshots is not None and self.snapshots.due(self.views.position, self.snapshot_every):
                     await self._snapshot()
@@ -243,6 +235,18 @@ class Projector:
                 break
         if self.snapshots is not None and self.views.position > self.snapshots.saved_seq:
             await self._snapshot()  # a clean stop: the next start folds nothing
+
+    async def _write_dirty(self, writer: Writer) -> None:
+        """Write the folded jobs' keys and the position; `_dirty` empties only once all of it is stored.
+
+        Pending poison events go first, then the stored histories of returning jobs (their
+        base), then the keys; the poison events of jobs no KV key can hold go last. Any step that
+        fails leaves `_dirty`, the returning jobs and the pending events for the next session."""
+        await self._report_poison()
+        await load_returned(self.bus, self.views)
+        await write_jobs(writer, self.views, self._dirty)
+        await self._report_poison()  # jobs no KV key can hold
+        self._dirty = set()
 
     def _snapshot_config(self) -> str:
         """What a snapshot's views must have been folded with to be this projector's."""
