@@ -258,7 +258,8 @@ def main() -> None:
     floor, typed, replay, engine = (min(runs[m], key=lambda r: r["seconds"]) for m in runs)
     # each round's replay over the typed floor of the same round: how far the machine moves the ratio
     per_round = [
-        round((r["events"] / r["seconds"]) / (t["events"] / t["seconds"]), 3) for t, r in zip(runs["typed"], runs["replay"])
+        round((r["events"] / r["seconds"]) / (t["events"] / t["seconds"]), 3)
+        for t, r in zip(runs["typed"], runs["replay"])
     ]
     events = floor["events"]
     half = _child(["engine", str(path), str(events // 2)])
