@@ -1,7 +1,7 @@
 """Commands applied ahead of their store (vcbus.k8s.ahead): in order, once, and never past older ones.
 
-The `Ahead` tests drive the lane with an apply function of their own (the
-actuator's part it calls: what it applied, in which order, and an error on
+The `Ahead` tests drive an offer with an admit function of their own (the
+actuator's part it calls: what it admitted, in which order, and an error on
 purpose where a test needs one). The others run the real decider and the real
 actuator, on a real NATS server and a real API server.
 """
@@ -42,77 +42,64 @@ def kill(name: str, seq: int = 7) -> o.DeletePod:
     return o.DeletePod(job="ns/j", seq=seq, time=T1, name=name, uid=f"uid-{name}", mark_out_of_sync=True)
 
 
-class Applier:
-    """The lane's apply: records what it was given; fails on the command named in `fail_on`."""
+class Admitted:
+    """The actuator's side an offer admits into: what it was given, in order; a future per command."""
 
     def __init__(self, fail_on: str | None = None) -> None:
         self.calls: list[tuple[str, int, str]] = []
         self.fail_on = fail_on
-        self.gate = asyncio.Event()
-        self.gate.set()
+        self.futures: list[asyncio.Future] = []
 
-    async def __call__(self, cmd, index: int, msg_id: str) -> str:
-        await self.gate.wait()
+    def __call__(self, cmd, index: int, msg_id: str) -> asyncio.Future:
         if getattr(cmd, "name", None) == self.fail_on:
-            raise ConnectionError("the API server went away")
+            raise RuntimeError("not the leader")  # what the fence raises
         self.calls.append((type(cmd).__name__, index, msg_id))
-        return "applied"
+        fut = asyncio.get_running_loop().create_future()
+        self.futures.append(fut)
+        return fut
 
 
-async def test_an_offer_is_applied_in_order_and_its_stored_copies_get_the_results():
-    applier = Applier()
-    lane = Ahead(applier, lambda after: after <= 10)
+async def test_an_offer_is_admitted_in_order_without_its_events_and_holds_the_flight_by_its_first_apply():
+    admitted = Admitted()
+    lane = Ahead(admitted, lambda after: after <= 10)
     event = o.RecordEvent(job="ns/j", seq=7, time=T1, reason="Restarting", message="pod failed")
     flight = [prepared(event, "7:0"), prepared(kill("a"), "7:1"), prepared(kill("b"), "7:2")]
-    assert lane.offer(flight, 10)
-    result, took = await lane.take("7:1")
-    assert result == "applied" and took >= 0
-    assert (await lane.take("7:2"))[0] == "applied"
-    assert await lane.take("7:0") is None  # the RecordEvent is the stream's
-    assert await lane.take("7:1") is None  # taken once: a second copy is applied as usual
-    assert applier.calls == [("DeletePod", 1, "7:1"), ("DeletePod", 2, "7:2")]
-    assert lane.taken == 2
+    first = lane.offer(flight, 10)
+    assert first is admitted.futures[0]
+    assert admitted.calls == [("DeletePod", 1, "7:1"), ("DeletePod", 2, "7:2")]  # the RecordEvent is the stream's
 
 
-async def test_an_error_leaves_that_command_and_the_ones_after_it_to_the_stream():
-    applier = Applier(fail_on="b")
-    lane = Ahead(applier, lambda after: True)
-    assert lane.offer([prepared(kill("a"), "7:0"), prepared(kill("b"), "7:1"), prepared(kill("c"), "7:2")], 0)
-    assert (await lane.take("7:0"))[0] == "applied"
-    assert await lane.take("7:1") is None
-    assert await lane.take("7:2") is None
-    assert [c[2] for c in applier.calls] == ["7:0"]  # c was never tried: it must not overtake b
+async def test_a_first_command_waiting_its_turn_holds_nothing_up():
+    admitted = Admitted()
+    lane = Ahead(admitted, lambda after: True, started=lambda fut: False)
+    assert lane.offer([prepared(kill("a"), "7:0")], 0) is None
+    assert [c[2] for c in admitted.calls] == ["7:0"]  # admitted all the same
 
 
-async def test_nothing_is_taken_behind_older_commands_beside_a_running_offer_or_after_close():
-    applier = Applier()
-    finished = [5]
-    lane = Ahead(applier, lambda after: finished[0] >= after)
-    assert not lane.offer([prepared(kill("a"), "9:0")], 6)  # the actuator has not reached seq 6 yet
-    assert lane.offer([prepared(kill("a"), "9:0")], 5)
-    assert (await lane.take("9:0"))[0] == "applied"
-    applier.gate.clear()  # the next apply waits until the gate opens
-    assert lane.offer([prepared(kill("b"), "10:0")], 5)
-    await asyncio.sleep(0)
-    assert not lane.offer([prepared(kill("c"), "11:0")], 5)  # one offer at a time: c waits for b
-    waiting = asyncio.create_task(lane.take("10:0"))
-    applier.gate.set()
-    assert (await waiting)[0] == "applied"
-    unreadable = Prepared("vcbus.cmd.ns.j", b"{not json", {"Nats-Msg-Id": "12:0"})
-    assert not lane.offer([unreadable], 5)  # the stream path says what is wrong with it
-    await lane.close()
-    assert not lane.offer([prepared(kill("d"), "13:0")], 5)
-    assert [c[2] for c in applier.calls] == ["9:0", "10:0"]
+async def test_an_unreadable_command_and_what_follows_it_are_left_to_the_stream():
+    admitted = Admitted()
+    lane = Ahead(admitted, lambda after: True)
+    unreadable = Prepared("vcbus.cmd.ns.j", b"{not json", {"Nats-Msg-Id": "12:1"})
+    assert lane.offer([prepared(kill("a"), "12:0"), unreadable, prepared(kill("c"), "12:2")], 0)
+    assert [c[2] for c in admitted.calls] == ["12:0"]  # c must not overtake the unreadable one
+
+
+async def test_nothing_is_taken_behind_commands_not_in_hand_yet_nor_after_close():
+    admitted = Admitted()
+    received = [5]
+    lane = Ahead(admitted, lambda after: received[0] >= after)
+    assert lane.offer([prepared(kill("a"), "9:0")], 6) is None  # the actuator has not received seq 6 yet
+    assert lane.offer([prepared(kill("a"), "9:0")], 5) is not None
+    lane.close()
+    assert lane.offer([prepared(kill("d"), "13:0")], 5) is None
+    assert [c[2] for c in admitted.calls] == ["9:0"]
 
 
 async def test_a_lease_lost_before_the_first_command_leaves_the_whole_offer_to_the_stream():
-    def deposed(cmd, index: int, msg_id: str):
-        raise RuntimeError("not the leader")  # what the fence raises, before anything starts
-
-    lane = Ahead(deposed, lambda after: True)
-    assert not lane.offer([prepared(kill("a"), "8:0"), prepared(kill("b"), "8:1")], 0)
-    assert await lane.take("8:0") is None and await lane.take("8:1") is None
-    assert lane.taken == 0
+    admitted = Admitted(fail_on="a")
+    lane = Ahead(admitted, lambda after: True)
+    assert lane.offer([prepared(kill("a"), "8:0"), prepared(kill("b"), "8:1")], 0) is None
+    assert admitted.calls == []
 
 
 # --------------------------------------------------------------------------- the real decider and actuator

@@ -75,7 +75,7 @@ async def test_a_bind_applied_before_a_crash_is_done_when_redelivered_and_sessio
             finally:
                 stop.set()
                 await asyncio.wait_for(task, 30)
-        assert service.results == {"applied": 2, "done": 1, "dropped": 0, "refused": 0, "failed": 0}
+        assert service.results == {"applied": 2, "done": 1, "dropped": 0, "refused": 0, "superseded": 0, "failed": 0}
         assert core.read_namespaced_pod("p-0", ns).spec.node_name == node
         events = core.list_namespaced_event(ns).items
         assert [(e.reason, e.involved_object.name, e.source.component) for e in events] == [
@@ -91,7 +91,6 @@ async def test_an_older_durable_is_updated_and_events_applied_beside_the_command
     background (vcbus.k8s.actuating) yet every command is applied and acked before `until_idle` returns."""
     from nats.js import api as js_api
 
-    from vcbus.k8s.actuating import MAX_ACK_PENDING
 
     api = k8s.api_client()
     ns, core = k8s_namespace, client.CoreV1Api(api)
@@ -115,9 +114,9 @@ async def test_an_older_durable_is_updated_and_events_applied_beside_the_command
         service = ActuatorService(bus, api, idle=1.0)
         await asyncio.wait_for(service.run(stop=asyncio.Event(), until_idle=True), 60)
         info = await bus.js.consumer_info(s.CMDS_STREAM, DURABLE)
-    assert info.config.max_ack_pending == MAX_ACK_PENDING > 1
+    assert info.config.max_ack_pending == service.window > 1
     assert (info.num_pending, info.num_ack_pending) == (0, 0)
-    assert service.results == {"applied": 3, "done": 0, "dropped": 0, "refused": 0, "failed": 0}
+    assert service.results == {"applied": 3, "done": 0, "dropped": 0, "refused": 0, "superseded": 0, "failed": 0}
     assert sorted(e.reason for e in core.list_namespaced_event(ns).items) == ["Killing", "Restarting"]
     assert [p.metadata.name for p in core.list_namespaced_pod(ns).items
             if not p.metadata.deletion_timestamp] == ["keep"]

@@ -129,6 +129,23 @@ def duration(text: str, option: str) -> float:
     "of this process decides is applied at once, while it is stored (3-4 ms sooner; docs/operations.md).",
 )
 @click.option(
+    "--actuator-concurrency", type=int, default=32, show_default=True, metavar="N",
+    help="API commands the actuator applies at once: a job's pods side by side, each pod's and each job-wide "
+    "write (status, PodGroup) in order (docs/operations.md 'The actuator').",
+)
+@click.option(
+    "--kube-api-qps", type=float, default=2000.0, show_default=True, metavar="QPS",
+    help="Requests per second to the API server, on average (client-go's limiter, Volcano's flag; 0: no limit).",
+)
+@click.option(
+    "--kube-api-burst", type=int, default=2000, show_default=True, metavar="N",
+    help="Requests to the API server at once before --kube-api-qps applies (Volcano's flag).",
+)
+@click.option(
+    "--kube-api-timeout", default="30s", show_default=True, metavar="DURATION",
+    help="How long one API request may take before it is retried (watches have their own).",
+)
+@click.option(
     "--scheduler-conf",
     metavar="FILE",
     help="The scheduler's config: Volcano's volcano-scheduler.conf YAML (default: the helm install's).",
@@ -200,6 +217,10 @@ def up(
     observe_only: bool,
     no_scheduler: bool,
     stored_commands_only: bool,
+    actuator_concurrency: int,
+    kube_api_qps: float,
+    kube_api_burst: int,
+    kube_api_timeout: str,
     scheduler_conf: str | None,
     schedule_period: str,
     watch_namespace: str | None,
@@ -235,7 +256,15 @@ def up(
 
         if once:
             raise UserError("--once decides what is in the streams; it cannot be combined with a cluster")
-        api_client = api_client_for(kubeconfig, context=context)
+        if not 1 <= actuator_concurrency <= 1024:
+            raise UserError(f"--actuator-concurrency {actuator_concurrency}: expected 1..1024")
+        if kube_api_qps < 0:
+            raise UserError(f"--kube-api-qps {kube_api_qps:g}: expected 0 (no limit) or more")
+        if kube_api_burst < 1:
+            raise UserError(f"--kube-api-burst {kube_api_burst}: expected 1 or more")
+        api_client = api_client_for(kubeconfig, context=context, qps=kube_api_qps, burst=kube_api_burst,
+                                    timeout=duration(kube_api_timeout, "--kube-api-timeout"),
+                                    connections=actuator_concurrency + 8)
         ops.elect(api_client)
     elif ops.leader_elect:
         raise UserError("--leader-elect takes a Lease on the cluster: add --kubeconfig PATH or --cluster")
@@ -260,6 +289,7 @@ def up(
             api_client=api_client,
             observe_only=observe_only,
             ahead=not stored_commands_only,
+            concurrency=actuator_concurrency,
             namespace=namespace_scope(watch_namespace, watch_all),
             scheduler=scheduler,
             ops=ops,
@@ -340,6 +370,7 @@ async def _up(
     api_client=None,
     observe_only: bool = False,
     ahead: bool = True,
+    concurrency: int = 32,
     namespace: str | None = None,
     scheduler: SchedulerOptions | None = None,
     ops: Operations | None = None,
@@ -359,7 +390,8 @@ async def _up(
                 from vcbus.k8s.cluster import ClusterSide
 
                 cluster = ClusterSide(buses["bridge"], api_client, observe_only=observe_only, namespace=namespace,
-                                      fence=ops.fence, actuator_bus=buses.get("actuator"), ahead=ahead)
+                                      fence=ops.fence, actuator_bus=buses.get("actuator"), ahead=ahead,
+                                      concurrency=concurrency)
                 names = services + (("bridge",) if observe_only else CLUSTER_SERVICES)
             else:
                 names = services

@@ -1,51 +1,67 @@
-"""The actuator service: VCBUS_CMDS in order, each command applied, then acked.
+"""The actuator service: VCBUS_CMDS applied concurrently, in each object's order, each acked once applied.
 
 A durable pull consumer (`vcbus-actuator`, explicit acks) reads the commands
-in stream order through an always-open pull request (vcbus.bus.pulling: no
-poll interval, no fetch round trip before a command); each is applied by
-`vcbus.k8s.actuator.Actuator` in a worker thread (the `kubernetes` client is
-synchronous) and acknowledged only afterwards. A crash between apply and ack
-redelivers the command, which the actuator applies idempotently.
+in stream order through always-open pull requests (vcbus.bus.pulling). Each
+command is admitted into its job's lane (vcbus.k8s.lanes): commands of one
+job on different pods are applied side by side, a job-wide command (a status
+write, the PodGroup, a plugin hook) after everything before it in its lane,
+and different jobs' commands independently; at most `concurrency` API
+commands are in flight at once (`vcbus up --actuator-concurrency`), each in a
+worker thread of the actuator's own (the `kubernetes` client is synchronous),
+on a keep-alive connection of its thread (vcbus.k8s.rawcalls). Up to `window`
+commands are in the actuator's hands (the consumer's max_ack_pending). A
+command is acknowledged only after it is applied; those waiting their turn are
+kept alive (`in_progress`) so the server does not deliver them again meanwhile.
+
+Superseded writes. A status write (the vcjob's, a PodGroup's, a queue's) still
+waiting when a later write of the same object arrives is not sent: it is acked
+as `superseded` (counted in `vcbus_commands_total{result="superseded"}`). One
+older than a write already applied to the same object (a redelivery after a
+crash) is superseded too. The bus keeps every decision; only API calls shrink.
+
+Crash safety is unchanged: a crash redelivers whatever was not acked, and every
+command is idempotent (vcbus.k8s.actuator: uid preconditions, AlreadyExists and
+NotFound as done, status versions), so a redelivered command that a later one
+of its lane already overtook does nothing harmful.
 
 Failures (vcbus.k8s.apierrors): an API server that is away or busy (connection
 errors, 5xx, 429, conflicts that did not settle) is retried with jittered
-exponential backoff (tenacity) before anything after it (RecordEvents aside,
-below), since commands of one job must happen in order; each wait is logged with the time to the next try.
-A 401/403 stops the actuator (and `vcbus up`) with `PermissionDenied` naming
-the verb and resource to grant. A command refused for good (another 4xx: 400,
-404, 422, a webhook's denial) is logged, counted as `refused`, recorded as a
-Warning Event `CommandRefused` on the job, acked, and the next one goes on.
-With leader election, `fence` runs before every attempt: a replica that lost
-the Lease applies nothing more (vcbus.k8s.leader).
+exponential backoff (tenacity); the commands behind it in its lane wait, other
+lanes go on. A 401/403 stops the actuator (and `vcbus up`) with
+`PermissionDenied` naming the verb and resource to grant. A command refused
+for good (another 4xx: 400, 404, 422, a webhook's denial) is logged, counted as
+`refused`, recorded as a Warning Event `CommandRefused` on the job, acked, and
+its lane goes on. With leader election, `fence` runs before every attempt: a
+replica that lost the Lease applies nothing more (vcbus.k8s.leader).
 
-Events do not hold the reaction up. A RecordEvent is applied beside the
-commands after it (at most `EVENT_WINDOW` at once) and acked when it is done,
-the way Kubernetes' event recorder, which Volcano's controller uses, writes
-events asynchronously: a pod failure's DeletePods do not wait for the Event
-before them. An event starts once no command came for `EVENT_QUIET` seconds
-(or after `EVENT_DEFER` seconds), so it does not share the CPU and the API
-server with the reaction. Every other command still waits for the one before.
-A crash redelivers whatever was not acked, events included (their names make
-them idempotent).
+Events do not hold the reaction up. A RecordEvent waits for nothing, and is
+started only when no other command is ready, at most `EVENT_SLOTS` at once, the
+way Kubernetes' event recorder, which Volcano's controller uses, writes events
+asynchronously.
 
 In one process with the decider (`vcbus up` with a cluster), the actuator also
-applies commands the moment they are decided, while they are being stored, and
-acks their stored copies with the result (vcbus.k8s.ahead; `offer`, `take`);
-`ahead=False` (`vcbus up --stored-commands-only`) turns that off.
+takes commands the moment they are decided, while they are being stored
+(vcbus.k8s.ahead; `offer`): they enter their lanes at once and their stored
+copies, when they arrive, are acked with the result. `ahead=False` (`vcbus up
+--stored-commands-only`) turns that off.
 
 Commands carry `Nats-Msg-Id` `<K8S seq>:<index>` (the scheduler's
 `sched:<seq>:<session>:<index>`); it names Kubernetes Events deterministically,
-so a redelivered RecordEvent creates nothing new.
+so a redelivered RecordEvent creates nothing new, and it matches a stored copy
+to a command offered ahead of its store.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
+import concurrent.futures
 import contextlib
 import functools
+import json
 import logging
 import time
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import msgspec
 import tenacity
@@ -57,15 +73,24 @@ from vcbus.bus.pulling import Puller
 from vcbus.k8s.actuator import Actuator
 from vcbus.k8s.ahead import Ahead, index_of
 from vcbus.k8s.apierrors import denied, permission_denied, refused, status_of, unreachable_retry
+from vcbus.k8s.lanes import DONE, RUNNING, Item, Lanes, status_object
 from vcbus.k8s.leader import NotLeader
 from vcbus.observability import metrics
 
 log = logging.getLogger("vcbus.actuator")
 DURABLE = "vcbus-actuator"
-EVENT_WINDOW = 16  # RecordEvents applied in the background at once
-MAX_ACK_PENDING = EVENT_WINDOW + 1  # the events in the background and the command in hand
-EVENT_DEFER = 2.0  # seconds an event waits at most for the commands behind it (the ack wait is 5 s)
-EVENT_QUIET = 0.02  # seconds without a command after which the waiting events go
+DEFAULT_CONCURRENCY = 32  # API commands in flight at once (`--actuator-concurrency`)
+WINDOW_PER_SLOT = 32  # commands in hand per slot: the consumer's max_ack_pending is concurrency x this
+EVENT_SLOTS = 4  # RecordEvents in flight at once, at most (fewer when the slots are taken)
+ACK_WAIT = 10.0  # seconds; a command left unacked by a crash comes back after this
+KEEP_ALIVE = 4.0  # seconds between `in_progress` for the commands still waiting their turn
+HELD = 4096  # commands applied ahead whose stored copy has not come yet (more: the oldest are forgotten)
+RESULTS = ("applied", "done", "dropped", "refused", "superseded", "failed")
+
+
+def window_for(concurrency: int) -> int:
+    """The commands in the actuator's hands (max_ack_pending) for `concurrency` in flight."""
+    return max(64, concurrency * WINDOW_PER_SLOT)
 
 
 def _msg_id(msg: Any) -> str:
@@ -79,60 +104,77 @@ class _Stopped(Exception):
 def _refusal(err: BaseException) -> str:
     body = getattr(err, "body", None) or ""
     try:
-        import json
-
         return str(json.loads(body).get("message", ""))[:600]
     except (ValueError, TypeError, AttributeError):
         return str(getattr(err, "reason", "") or err)[:600]
 
 
-def _index(msg: Any) -> int:
-    return index_of(_msg_id(msg))
-
-
 class ActuatorService:
     def __init__(
         self, bus: Any, api_client: Any, *, idle: float = 0.25, max_backoff: float = 10.0,
-        fence: Callable[[], None] | None = None, ahead: bool = True,
+        fence: Any = None, ahead: bool = True, concurrency: int = DEFAULT_CONCURRENCY,
     ) -> None:
+        if concurrency < 1:
+            raise ValueError(f"actuator concurrency must be at least 1, not {concurrency}")
         self.bus = bus
         self.actuator = Actuator(api_client)
         self.fence = fence  # raises NotLeader when this replica must not write (vcbus.k8s.leader)
         self.idle = idle
         self.max_backoff = max_backoff
-        self.results: dict[str, int] = {"applied": 0, "done": 0, "dropped": 0, "refused": 0, "failed": 0}
+        self.concurrency = concurrency
+        self.window = window_for(concurrency)
+        self.results: dict[str, int] = dict.fromkeys(RESULTS, 0)
         self.ready = asyncio.Event()
-        self._events: list[asyncio.Task] = []  # RecordEvents being applied in the background
-        self._calm = asyncio.Event()  # set: no command came for a moment (the waiting events may go)
-        self._calm.set()
         # commands the decider of this process offers as it stores them (vcbus.k8s.ahead); None: off
-        self.ahead: Ahead | None = Ahead(self._start_once, self._idle) if ahead else None
+        self.ahead: Ahead | None = Ahead(self._admit_offered, self._caught_up, self.started) if ahead else None
+        self.peak_waiting = 0  # the most commands in hand at once (admitted, not finished)
+        self._lanes = Lanes()
+        self._held: collections.OrderedDict[str, Item] = collections.OrderedDict()  # by msg id, not acked yet
+        self._ready: collections.deque[Item] = collections.deque()  # ready commands, in the order they became so
+        self._ready_events: collections.deque[Item] = collections.deque()
+        self._tasks: set[asyncio.Task] = set()
+        self._busy = 0  # commands being applied
+        self._events_busy = 0
+        self._applied_at: dict[tuple, int] = {}  # a status object -> the VCBUS_CMDS seq of its last applied write
+        self._failure: BaseException | None = None
+        self._stop: asyncio.Event | None = None
+        self._puller: Puller | None = None
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._running = False
-        self._busy = False  # a command (not an event) in hand
-        self._finished = 0  # the VCBUS_CMDS sequence of the last message taken in hand and dealt with
+        self._halted = False  # the run is over (stopped, or failed): retries end, nothing new starts
+        self._received = 0  # the highest VCBUS_CMDS sequence taken in hand (or acked before this run)
+
+    # ------------------------------------------------------------------ the decider's side (vcbus.k8s.ahead)
 
     def offer(self, commands: list, after_seq: int) -> asyncio.Future | None:
         """The decider's hook (`Decider.ahead`): `vcbus.k8s.ahead.Ahead.offer`."""
         return None if self.ahead is None else self.ahead.offer(commands, after_seq)
 
-    def _idle(self, after_seq: int) -> bool:
-        return self._running and not self._busy and self._finished >= after_seq
+    def _caught_up(self, after_seq: int) -> bool:
+        """Whether every command stored up to `after_seq` is in hand (or done): an offer then goes after them."""
+        return (self._running and not self._halted and self._stop is not None and not self._stop.is_set()
+                and self._received >= after_seq)
 
-    def _start_once(self, cmd: Any, index: int, msg_id: str) -> Awaitable[str]:
-        """One command applied ahead of its store: fenced, started in a worker thread now, no retries
-        (the stream path has them)."""
+    def _admit_offered(self, cmd: Any, index: int, msg_id: str) -> asyncio.Future:
         if self.fence is not None:
-            self.fence()
-        call = functools.partial(self.actuator.apply, cmd, index=index, msg_id=msg_id)
-        return asyncio.get_running_loop().run_in_executor(None, call)
+            self.fence()  # NotLeader: the offer is refused, the stream path says so
+        item = Item(cmd, msg_id, index)
+        self._admit(item)
+        return item.done
+
+    def started(self, fut: asyncio.Future) -> bool:
+        """Whether the offered command behind `fut` is being applied already (not waiting its turn)."""
+        return any(item.done is fut and item.state == RUNNING for item in reversed(self._held.values()))
+
+    # ------------------------------------------------------------------ the loop
 
     async def _consumer(self) -> None:
         cfg = api.ConsumerConfig(
             durable_name=DURABLE,
             ack_policy=api.AckPolicy.EXPLICIT,
             deliver_policy=api.DeliverPolicy.ALL,
-            max_ack_pending=MAX_ACK_PENDING,
-            ack_wait=5.0,  # a command left unacked by a crash comes back after this; applies take far less
+            max_ack_pending=self.window,
+            ack_wait=ACK_WAIT,  # the commands waiting their turn are kept alive (KEEP_ALIVE)
             max_deliver=-1,
         )
         try:
@@ -140,122 +182,229 @@ class ActuatorService:
         except Exception:
             await self.bus.js.add_consumer(s.CMDS_STREAM, config=cfg)
             return
-        if info.config.max_ack_pending != MAX_ACK_PENDING:  # made by an older vcbus (1): updated in place
-            await self.bus.js.add_consumer(s.CMDS_STREAM, config=cfg)
+        if info.config.max_ack_pending != self.window or (info.config.ack_wait or 0) != ACK_WAIT:
+            await self.bus.js.add_consumer(s.CMDS_STREAM, config=cfg)  # another setting (or an older vcbus): updated
+        if not info.num_ack_pending:
+            self._received = info.ack_floor.stream_seq if info.ack_floor else 0  # everything before is done
 
     async def run(self, *, stop: asyncio.Event, until_idle: bool = False) -> None:
+        self._stop = stop
+        self._halted = False
         await self._consumer()
-        # A pull request is always open (vcbus.bus.pulling): the server delivers the next command the
-        # moment the one before is acked (or, idle, the moment it is stored), with no fetch round trip
-        # or long-poll in between.
-        puller = Puller(self.bus.nc, s.CMDS_STREAM, DURABLE, batch=1, expires=5.0, heartbeat=1.0)
+        batch = min(256, self.window)
+        puller = self._puller = Puller(self.bus.nc, s.CMDS_STREAM, DURABLE, batch=batch, expires=5.0, heartbeat=1.0)
         await puller.start()
+        self._pool = concurrent.futures.ThreadPoolExecutor(self.concurrency + EVENT_SLOTS, thread_name_prefix="actuator")
         self.ready.set()
         self._running = True
+        kept = time.monotonic()
         try:
             while not stop.is_set():
-                self._reap()
-                calm = self._calm.is_set()
-                msgs = await puller.take(1, timeout=self.idle if calm else EVENT_QUIET)
-                if not msgs:
-                    self._calm.set()  # nothing came for a moment: the events waiting go now
-                    if not calm:
-                        continue
-                    if until_idle:
-                        await self._drain()
-                        return
-                    continue
+                self._raise_failure()
+                msgs = await puller.take(batch, timeout=self.idle)
+                self._raise_failure()
                 for msg in msgs:
-                    await self._handle(msg, stop)
-            self._calm.set()  # stopping: the waiting events try now (and, stopped, stay unacked)
-            await self._drain()
+                    self._receive(msg)
+                if time.monotonic() - kept > KEEP_ALIVE:
+                    kept = time.monotonic()
+                    await self._keep_alive()
+                if until_idle and not msgs and not self._in_hand():
+                    return
         finally:
             self._running = False
             if self.ahead is not None:
-                await self.ahead.close()
-                log.info("actuator: stopped; %d commands finished, %d of them applied ahead of their store",
-                         sum(self.results.values()), self.ahead.taken)
-            for task in self._events:
-                task.cancel()  # unacked: redelivered to the next run
-            await asyncio.gather(*self._events, return_exceptions=True)
-            self._events.clear()
+                self.ahead.close()
+            self._ready.clear()
+            self._ready_events.clear()
+            self._halted = True  # the applies under way end (their retries stop); their threads cannot be cancelled
+            if self._tasks:
+                await asyncio.gather(*self._tasks, return_exceptions=True)
+            for item in self._held.values():
+                if item.done is not None and not item.done.done():
+                    item.done.set_result(None)
+            log.info("actuator: stopped; %d commands finished (%s), %d applied ahead of their store, %d in hand at most",
+                     sum(self.results[k] for k in RESULTS if k != "failed"),
+                     ", ".join(f"{k} {v}" for k, v in self.results.items() if v), self.ahead.taken if self.ahead else 0,
+                     self.peak_waiting)
+            self._pool.shutdown(wait=False)
             await puller.close()
 
-    def _reap(self) -> None:
-        """Forget the background events that are done; raise what one of them could not handle."""
-        done = [t for t in self._events if t.done()]
-        self._events = [t for t in self._events if not t.done()]
-        for task in done:
-            if not task.cancelled() and task.exception() is not None:
-                raise task.exception()
+    def _in_hand(self) -> bool:
+        """Whether a command is still to be applied or acked (done offers waiting for their copies aside)."""
+        return bool(self._tasks) or any(item.state != DONE for item in self._held.values())
 
-    async def _drain(self) -> None:
-        if self._events:
-            await asyncio.wait(self._events)
-        self._reap()
+    def _raise_failure(self) -> None:
+        if self._failure is not None:
+            err, self._failure = self._failure, None
+            raise err
 
-    async def _handle(self, msg: Any, stop: asyncio.Event) -> None:
+    def _fail(self, err: BaseException) -> None:
+        if self._failure is None:
+            self._failure = err
+        if self._puller is not None:
+            self._puller.poke()
+
+    async def _keep_alive(self) -> None:
+        """`in_progress` for every stored copy still waiting or being applied (else redelivered after ACK_WAIT)."""
+        for item in list(self._held.values()):
+            if item.state != DONE:
+                for msg in item.msgs:
+                    with contextlib.suppress(Exception):
+                        await msg.in_progress()
+
+    # ------------------------------------------------------------------ admission
+
+    def _receive(self, msg: Any) -> None:
+        seq = msg.metadata.sequence.stream
+        self._received = max(self._received, seq)
         try:
             cmd = o.command_decoder.decode(msg.data)
         except msgspec.DecodeError as err:
-            log.warning("actuator: command seq %s is not readable, skipped: %s", msg.metadata.sequence.stream, err)
-            await msg.ack()
-            self._finished = max(self._finished, msg.metadata.sequence.stream)
+            log.warning("actuator: command seq %s is not readable, skipped: %s", seq, err)
+            self._spawn(self._ack([msg]))
             return
-        self._calm.clear()
-        if isinstance(cmd, o.RecordEvent):
-            while len(self._events) >= EVENT_WINDOW:
-                self._calm.set()  # a full window: the events go now, whatever waits behind them
-                await asyncio.wait(self._events, return_when=asyncio.FIRST_COMPLETED)
-                self._reap()
-            self._events.append(asyncio.create_task(self._later(cmd, msg, stop)))
-        else:
-            self._busy = True
-            try:
-                await self._carry(cmd, msg, stop)
-            finally:
-                self._busy = False
-        self._finished = max(self._finished, msg.metadata.sequence.stream)
-
-    async def _later(self, cmd: Any, msg: Any, stop: asyncio.Event) -> None:
-        """A RecordEvent: applied once no command came for EVENT_QUIET seconds (the commands right
-        behind it are the reaction, e.g. a failure's DeletePods, and would share the CPU and the API
-        server with it), or after EVENT_DEFER seconds at most (well within the ack wait)."""
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._calm.wait(), EVENT_DEFER)
-        await self._carry(cmd, msg, stop)
-
-    async def _carry(self, cmd: Any, msg: Any, stop: asyncio.Event) -> None:
-        """Apply `cmd` (retried while the API server is away), then ack it."""
-        index = _index(msg)
-        began = time.perf_counter()
-        done = await self.ahead.take(_msg_id(msg)) if self.ahead is not None else None
-        try:
-            if done is not None:  # applied ahead of its store (its audit line said so then)
-                result = done[0]
+        msg_id = _msg_id(msg) or f"seq:{seq}"
+        item = self._held.get(msg_id)
+        if item is not None:  # offered ahead of its store, or a redelivery of one in hand
+            if item.stream_seq == 0 and self.ahead is not None:
+                self.ahead.taken += 1
+                metrics.COMMANDS_AHEAD.inc()
+            item.stream_seq = item.stream_seq or seq
+            if item.state == DONE:
+                self._note_applied(item)
+                del self._held[msg_id]
+                self._spawn(self._ack([msg]))
             else:
-                result = await self._apply(cmd, index, _msg_id(msg), msg, stop)
-        except _Stopped:
-            return  # not acked: redelivered to the next run
-        except Exception as err:
-            if denied(err):
-                raise permission_denied(err, component="actuator", doing=f"applying {type(cmd).__name__} for {cmd.job}") from None
-            if not (refused(err) or isinstance(err, ValueError)):  # ValueError: a command that can never apply
-                raise
-            result = "refused"
-            await self._refused(cmd, index, _msg_id(msg), err)
+                item.msgs.append(msg)
+            return
+        key = status_object(cmd)
+        if key is not None and self._applied_at.get(key, 0) > seq:  # a later write of it is applied already
+            self._count(cmd, "superseded")
+            self._spawn(self._ack([msg]))
+            return
+        item = Item(cmd, msg_id, index_of(msg_id), seq)
+        item.msgs.append(msg)
+        self._admit(item)
+
+    def _admit(self, item: Item) -> None:
+        item.done = asyncio.get_running_loop().create_future()
+        self._held[item.msg_id] = item
+        ready, superseded = self._lanes.admit(item)
+        for old in superseded:
+            self._finish(old, "superseded")
+            if old.msgs:
+                self._spawn(self._ack(old.msgs))
+        self.peak_waiting = max(self.peak_waiting, len(self._held))
+        self._queue(ready)
+        self._forget_offers()
+
+    def _forget_offers(self) -> None:
+        """Done offers whose stored copy never came (a store that failed for good) are forgotten, oldest first."""
+        while len(self._held) > self.window + HELD:
+            msg_id, oldest = next(iter(self._held.items()))
+            if oldest.state != DONE:
+                break
+            del self._held[msg_id]
+
+    def _queue(self, items: list[Item]) -> None:
+        for item in items:
+            (self._ready_events if item.lane is None else self._ready).append(item)
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        if not self._running or self._halted or (self._stop is not None and self._stop.is_set()):
+            return
+        while self._busy < self.concurrency:
+            if self._ready:
+                item = self._ready.popleft()
+                if not self._lanes.start(item):
+                    continue  # superseded while it waited
+            elif self._ready_events and self._events_busy < EVENT_SLOTS:
+                item = self._ready_events.popleft()
+                self._lanes.start(item)
+                self._events_busy += 1
+            else:
+                return
+            self._busy += 1
+            self._spawn(self._work(item))
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # ------------------------------------------------------------------ one command
+
+    async def _work(self, item: Item) -> None:
+        cmd = item.cmd
+        began = time.perf_counter()
+        try:
+            try:
+                result = await self._apply(item)
+            except _Stopped:
+                return  # not acked: redelivered to the next run
+            except Exception as err:
+                if denied(err):
+                    self._fail(permission_denied(err, component="actuator",
+                                                 doing=f"applying {type(cmd).__name__} for {cmd.job}"))
+                    return
+                if not (refused(err) or isinstance(err, ValueError)):  # ValueError: a command that can never apply
+                    self._fail(err)
+                    return
+                result = "refused"
+                await self._refused(cmd, item.index, item.msg_id, err)
+        finally:
+            self._busy -= 1
+            if item.lane is None:
+                self._events_busy -= 1
+        took = (time.perf_counter() - began) * 1e3
+        if log.isEnabledFor(logging.DEBUG):  # the audit benchmarks/latency.py times the API call by
+            log.debug("actuator: %s %s for %s: %s in %.1f ms", item.msg_id, type(cmd).__name__, cmd.job, result, took)
+        try:
+            if item.msgs:
+                await self._ack(item.msgs)
+        except Exception as err:  # noqa: BLE001 - the bus went away: stop, the next run gets it again
+            self._fail(err)
+            return
+        self._finish(item, result, took)
+        self._queue(self._lanes.finish(item))
+
+    def _finish(self, item: Item, result: str, took: float = 0.0) -> None:
+        item.result = result
+        item.state = DONE
+        self._count(item.cmd, result)
+        if item.msgs:  # its stored copy is acked: nothing more to match
+            self._note_applied(item)
+            self._held.pop(item.msg_id, None)
+        if item.done is not None and not item.done.done():
+            item.done.set_result((result, took))
+
+    def _note_applied(self, item: Item) -> None:
+        key = status_object(item.cmd)
+        if key is not None and item.result != "superseded" and item.stream_seq:
+            self._applied_at[key] = max(self._applied_at.get(key, 0), item.stream_seq)
+            if len(self._applied_at) > 65536:  # bounded: the oldest objects are forgotten
+                for old in list(self._applied_at)[:16384]:
+                    del self._applied_at[old]
+
+    def _count(self, cmd: Any, result: str) -> None:
         self.results[result] = self.results.get(result, 0) + 1
         metrics.command_result(cmd, result)
-        if done is None and log.isEnabledFor(logging.DEBUG):  # the audit benchmarks/latency.py times the API call by
-            log.debug("actuator: %s %s for %s: %s in %.1f ms", _msg_id(msg), type(cmd).__name__, cmd.job, result,
-                      (time.perf_counter() - began) * 1e3)
-        await msg.ack_sync()
 
-    async def _apply(self, cmd: Any, index: int, msg_id: str, msg: Any, stop: asyncio.Event) -> str:
+    @staticmethod
+    async def _ack(msgs: list[Any]) -> None:
+        for msg in msgs:
+            await msg.ack_sync()
+
+    async def _apply(self, item: Item) -> str:
         """Apply one command; transient failures retried with jittered backoff (tenacity) until `stop`."""
+        cmd, stop = item.cmd, self._stop
+        assert stop is not None
 
         async def sleep(seconds: float) -> None:
-            await msg.in_progress()
+            for msg in item.msgs:
+                with contextlib.suppress(Exception):
+                    await msg.in_progress()
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(stop.wait(), seconds)
 
@@ -268,14 +417,16 @@ class ActuatorService:
 
         retry = unreachable_retry("actuator", maximum=self.max_backoff, logger=log)
         retry["retry"] = tenacity.retry_if_exception(retried)
+        call = functools.partial(self.actuator.apply, cmd, index=item.index, msg_id=item.msg_id)
+        loop = asyncio.get_running_loop()
         result = "failed"
         async for attempt in tenacity.AsyncRetrying(sleep=sleep, **retry):
             with attempt:
-                if stop.is_set():
+                if stop.is_set() or self._halted:
                     raise _Stopped
                 if self.fence is not None:
                     self.fence()  # NotLeader: a deposed leader writes nothing more
-                result = await asyncio.to_thread(self.actuator.apply, cmd, index=index, msg_id=msg_id)
+                result = await loop.run_in_executor(self._pool, call)
         return result
 
     async def _refused(self, cmd: Any, index: int, msg_id: str, err: BaseException) -> None:
@@ -290,7 +441,8 @@ class ActuatorService:
             job=cmd.job, seq=cmd.seq, time=cmd.time, event_type="Warning", reason="CommandRefused",
             message=f"vcbus could not {type(cmd).__name__} (refused by the API server: {reason})"[:1024],
         )
+        call = functools.partial(self.actuator.apply, event, index=index, msg_id=f"{msg_id or cmd.seq}:refused")
         try:
-            await asyncio.to_thread(self.actuator.apply, event, index=index, msg_id=f"{msg_id or cmd.seq}:refused")
+            await asyncio.get_running_loop().run_in_executor(self._pool, call)
         except Exception as event_err:  # the Event is a courtesy: never block on it
             log.warning("actuator: the CommandRefused event for %s failed too (%s)", cmd.job, event_err)

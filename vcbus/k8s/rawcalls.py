@@ -50,7 +50,7 @@ from urllib.parse import quote, urlsplit
 from kubernetes.client import ApiException
 
 JSON_PATCH = "application/json-patch+json"
-TIMEOUT = 60.0  # seconds; a timed-out request is retried like any unreachable server (vcbus.k8s.apierrors)
+TIMEOUT = 60.0  # seconds, unless the client says (`request_timeout`); a timed-out request is retried like any unreachable server
 
 
 def pods_path(namespace: str) -> str:
@@ -85,11 +85,15 @@ def call(api_client: Any, method: str, path: str, *, body: Any = None, content_t
     m, url, hdrs, data, post = api_client.param_serialize(
         method=method, resource_path=path, header_params=headers, body=body, auth_settings=["BearerToken"],
     )
-    route = _route(api_client.configuration)
-    if route is None:  # a proxy, or a scheme http.client does not speak: the client's own path
-        resp = api_client.call_api(m, url, header_params=hdrs, body=data, post_params=post, _request_timeout=TIMEOUT)
+    timeout = getattr(api_client, "request_timeout", TIMEOUT)
+    route = _route(api_client.configuration, timeout)
+    if route is None:  # a proxy, or a scheme http.client does not speak: the client's own path (throttled there)
+        resp = api_client.call_api(m, url, header_params=hdrs, body=data, post_params=post, _request_timeout=timeout)
         status, reason, raw = resp.status, resp.reason, resp.read()
     else:
+        throttle = getattr(api_client, "throttle", None)  # vcbus.k8s.cluster.ClusterClient's rate limit
+        if throttle is not None:
+            throttle.wait()
         payload = None if data is None else json.dumps(data).encode()
         status, reason, raw = route.send(m, urlsplit(url), hdrs, payload)
     if not 200 <= status <= 299:
@@ -100,19 +104,21 @@ def call(api_client: Any, method: str, path: str, *, body: Any = None, content_t
 class Route:
     """Keep-alive connections to one API server, one per thread (http.client is not thread-safe)."""
 
-    def __init__(self, scheme: str, host: str, port: int, context: ssl.SSLContext | None, server_name: str | None):
+    def __init__(self, scheme: str, host: str, port: int, context: ssl.SSLContext | None, server_name: str | None,
+                 timeout: float = TIMEOUT):
         self.scheme, self.host, self.port = scheme, host, port
+        self.timeout = timeout
         self.context, self.server_name = context, server_name
         self._local = threading.local()
 
     def _connect(self) -> http.client.HTTPConnection:
         if self.context is None:
-            conn = http.client.HTTPConnection(self.host, self.port, timeout=TIMEOUT)
+            conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
             conn.connect()
         else:
-            conn = http.client.HTTPSConnection(self.host, self.port, timeout=TIMEOUT, context=self.context)
+            conn = http.client.HTTPSConnection(self.host, self.port, timeout=self.timeout, context=self.context)
             if self.server_name:  # TLS name other than the address (the client's tls_server_name)
-                sock = socket.create_connection((self.host, self.port), TIMEOUT)
+                sock = socket.create_connection((self.host, self.port), self.timeout)
                 conn.sock = self.context.wrap_socket(sock, server_hostname=self.server_name)
             else:
                 conn.connect()
@@ -146,18 +152,18 @@ _routes: dict[int, tuple[Any, Route | None]] = {}
 _routes_lock = threading.Lock()
 
 
-def _route(cfg: Any) -> Route | None:
+def _route(cfg: Any, timeout: float = TIMEOUT) -> Route | None:
     """The route for a client configuration (made once per configuration object)."""
     held = _routes.get(id(cfg))
     if held is not None and held[0] is cfg:
         return held[1]
     with _routes_lock:
-        route = _make_route(cfg)
+        route = _make_route(cfg, timeout)
         _routes[id(cfg)] = (cfg, route)  # the configuration held too: its id is never reused meanwhile
     return route
 
 
-def _make_route(cfg: Any) -> Route | None:
+def _make_route(cfg: Any, timeout: float = TIMEOUT) -> Route | None:
     if cfg.proxy:
         return None
     url = urlsplit(cfg.host)
@@ -165,7 +171,7 @@ def _make_route(cfg: Any) -> Route | None:
         return None
     port = url.port or (443 if url.scheme == "https" else 80)
     if url.scheme == "http":
-        return Route("http", url.hostname, port, None, None)
+        return Route("http", url.hostname, port, None, None, timeout)
     if isinstance(cfg.assert_hostname, str):  # a name to check other than the host's: the client's path
         return None
     ctx = ssl.create_default_context(cafile=cfg.ssl_ca_cert, cadata=cfg.ca_cert_data)  # none: the system's
@@ -176,4 +182,4 @@ def _make_route(cfg: Any) -> Route | None:
         ctx.check_hostname = False
     if cfg.cert_file:
         ctx.load_cert_chain(cfg.cert_file, cfg.key_file)
-    return Route("https", url.hostname, port, ctx, cfg.tls_server_name or None)
+    return Route("https", url.hostname, port, ctx, cfg.tls_server_name or None, timeout)

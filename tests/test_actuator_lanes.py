@@ -1,0 +1,144 @@
+"""The actuator's order (vcbus.k8s.lanes): what may run at once, what waits, which status writes are superseded."""
+
+from __future__ import annotations
+
+from statemachines import outputs as o
+from statemachines.model.status import JobStatus
+from vcbus.k8s.lanes import DONE, READY, RUNNING, SUPERSEDED, WAITING, Item, Lanes, replaces
+
+T = "2026-11-30T08:00:00Z"
+
+
+def create(name: str, job: str = "ns/j") -> Item:
+    return Item(o.CreatePod(job=job, seq=1, time=T, name=name, task="w", index=0), f"c:{name}", 0)
+
+
+def kill(name: str, job: str = "ns/j") -> Item:
+    return Item(o.DeletePod(job=job, seq=1, time=T, name=name, uid=f"u-{name}"), f"d:{name}", 0)
+
+
+def status(version: int, job: str = "ns/j", seq: int = 1) -> Item:
+    return Item(o.UpdateJobStatus(job=job, seq=seq, time=T, status=JobStatus(version=version)), f"s:{version}", 0)
+
+
+def event(reason: str) -> Item:
+    return Item(o.RecordEvent(job="ns/j", seq=1, time=T, reason=reason, message="m"), f"e:{reason}", 0)
+
+
+def queue_status(**fields) -> Item:
+    return Item(o.UpdateQueueStatus(job="_/q", seq=1, time=T, queue="q", **fields), f"q:{sorted(fields)}", 0)
+
+
+def admit_all(lanes: Lanes, *items: Item) -> list[Item]:
+    ready: list[Item] = []
+    for item in items:
+        now, _ = lanes.admit(item)
+        ready += now
+    return ready
+
+
+def run(lanes: Lanes, item: Item) -> list[Item]:
+    assert lanes.start(item)
+    return lanes.finish(item)
+
+
+def test_a_jobs_pods_go_side_by_side_and_its_status_write_after_them_all():
+    lanes = Lanes()
+    pods = [create(f"p{i}") for i in range(3)]
+    write = status(1)
+    ready = admit_all(lanes, *pods, write)
+    assert ready == pods and write.state == WAITING  # the three creates at once; the status waits
+    assert run(lanes, pods[0]) == [] and run(lanes, pods[2]) == []
+    assert write.state == WAITING  # p1 is not done yet
+    assert run(lanes, pods[1]) == [write]
+
+
+def test_a_kill_goes_before_the_re_create_of_that_pod_and_nothing_passes_a_job_wide_write():
+    lanes = Lanes()
+    old, again, other = kill("p0"), create("p0"), create("p1")
+    write = status(2)
+    after = create("p2")
+    ready = admit_all(lanes, old, again, other, write, after)
+    assert ready == [old, other]  # the re-create of p0 waits for its kill; p1 goes now
+    assert run(lanes, old) == [again]
+    run(lanes, other)
+    assert write.state == WAITING and after.state == WAITING
+    assert run(lanes, again) == [write]
+    assert after.state == WAITING  # nothing after a job-wide write starts before it is over
+    assert run(lanes, write) == [after]
+
+
+def test_lanes_of_different_jobs_never_wait_for_each_other():
+    lanes = Lanes()
+    a, b = status(1, job="ns/a"), status(1, job="ns/b")
+    pod_a, pod_b = create("p", job="ns/a"), create("p", job="ns/b")
+    assert admit_all(lanes, a, pod_a, b, pod_b) == [a, b]
+    assert run(lanes, b) == [pod_b]
+    assert pod_a.state == WAITING
+
+
+def test_a_waiting_status_write_is_superseded_by_a_later_one_of_the_same_job():
+    lanes = Lanes()
+    pod = create("p0")
+    first, second, third = status(1), status(2), status(3)
+    admit_all(lanes, pod, first)
+    _, gone = lanes.admit(second)
+    assert gone == [first] and first.state == SUPERSEDED
+    _, gone = lanes.admit(third)
+    assert gone == [second]
+    assert run(lanes, pod) == [third]
+    assert lanes.superseded == 2
+
+
+def test_a_status_write_being_applied_is_never_superseded_and_the_next_waits_for_it():
+    lanes = Lanes()
+    first = status(1)
+    assert admit_all(lanes, first) == [first]
+    assert lanes.start(first) and first.state == RUNNING
+    second = status(2)
+    ready, gone = lanes.admit(second)
+    assert (ready, gone) == ([], [])
+    assert lanes.finish(first) == [second]
+
+
+def test_a_ready_write_superseded_before_it_started_is_skipped():
+    lanes = Lanes()
+    first = status(1)
+    assert admit_all(lanes, first) == [first] and first.state == READY
+    ready, gone = lanes.admit(status(2))
+    assert gone == [first] and not lanes.start(first)
+    assert [i.state for i in ready] == [READY]
+
+
+def test_a_superseded_barrier_lets_the_pods_behind_it_go():
+    lanes = Lanes()
+    running = create("p0")
+    admit_all(lanes, running)
+    lanes.start(running)
+    first, behind, last = status(1), create("p1"), status(2)
+    admit_all(lanes, first, behind)
+    assert behind.state == WAITING
+    ready, gone = lanes.admit(last)
+    assert gone == [first] and ready == [behind]
+
+
+def test_events_wait_for_nothing():
+    lanes = Lanes()
+    write = status(1)
+    admit_all(lanes, write)
+    lanes.start(write)
+    e = event("Restarting")
+    assert admit_all(lanes, e) == [e]
+    assert lanes.finish(e) == [] and e.state == DONE
+    assert len(lanes) == 1
+
+
+def test_a_queue_status_write_supersedes_only_one_whose_fields_it_covers():
+    alloc = queue_status(allocated={"cpu": "1"})
+    counts = queue_status(counts={"running": 1})
+    both = queue_status(allocated={"cpu": "2"}, counts={"running": 2, "pending": 0})
+    assert not replaces(counts.cmd, alloc.cmd) and not replaces(alloc.cmd, counts.cmd)
+    assert replaces(both.cmd, alloc.cmd) and replaces(both.cmd, counts.cmd)
+    assert not replaces(counts.cmd, both.cmd)
+    assert not replaces(status(2).cmd, create("p").cmd)
+    assert not replaces(status(2, job="ns/a").cmd, status(1, job="ns/b").cmd)

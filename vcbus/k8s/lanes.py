@@ -1,0 +1,176 @@
+"""The actuator's order: which commands may be applied at once, and which status writes a later one replaces.
+
+Volcano's job controller creates a job's pods in parallel goroutines and waits
+for them all before it writes the job's status; its scheduler binds in
+parallel; its work queue folds many pod changes of one job into one status
+write. The actuator keeps the same order with *lanes*, one per job key (the
+command's `job`, `<ns>/<vcjob>`, or `_/<queue>` for a queue):
+
+- a **pod command** (CreatePod, DeletePod, BindPod, EvictPod,
+  UpdatePodCondition) waits only for the earlier commands of its lane on the
+  same pod and for the lane's earlier job-wide commands: a job's pods are
+  created, bound and killed side by side, while a kill still goes before the
+  re-create of that pod name;
+- a **job-wide command** (the vcjob's status, its PodGroup's create, update,
+  status and delete, PVCs, plugin hooks, bus Commands, the garbage
+  collector's delete, a queue's status) waits for every earlier command of
+  its lane, and every later one waits for it: a status write goes after the
+  writes it reports, the PodGroup exists before the pods that name it;
+- a **RecordEvent** waits for nothing and nothing waits for it (Kubernetes'
+  event recorder, which Volcano uses, writes events asynchronously).
+
+Lanes never wait for each other: two jobs' commands are independent, as in
+Volcano's controller workers.
+
+Superseded writes. A status write that waits in its lane is dropped when a
+later write of the same object arrives (`replaces`): the vcjob status and a
+PodGroup's status are replaced whole, so only the last one need reach the API
+server; a queue's status only when the later write sets every field the earlier
+one sets. The bus keeps every decision: only the API calls shrink.
+
+This module holds the order alone (no I/O, no asyncio): `vcbus.k8s.actuating`
+admits the commands it receives, runs what `Lanes` says is ready, and tells it
+what finished.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from statemachines import outputs as o
+
+POD_COMMANDS = (o.CreatePod, o.DeletePod, o.BindPod, o.EvictPod, o.UpdatePodCondition)
+STATUS_WRITES = (o.UpdateJobStatus, o.UpdatePodGroupStatus, o.UpdateQueueStatus)
+
+WAITING, READY, RUNNING, DONE, SUPERSEDED = "waiting", "ready", "running", "done", "superseded"
+
+
+def lane_of(cmd: Any) -> str | None:
+    """The lane of a command: its job key; None for a RecordEvent (it waits for nothing)."""
+    return None if cmd.__class__ is o.RecordEvent else cmd.job
+
+
+def pod_of(cmd: Any) -> str | None:
+    """The pod a pod command acts on; None for a job-wide command."""
+    return cmd.name if isinstance(cmd, POD_COMMANDS) else None
+
+
+def status_object(cmd: Any) -> tuple | None:
+    """The object a status write replaces the status of (None: not a status write)."""
+    if cmd.__class__ is o.UpdateJobStatus:
+        return ("Job", cmd.job)
+    if cmd.__class__ is o.UpdatePodGroupStatus:
+        return ("PodGroup", cmd.job, cmd.name)
+    if cmd.__class__ is o.UpdateQueueStatus:
+        return ("Queue", cmd.queue)
+    return None
+
+
+def _queue_fields(cmd: o.UpdateQueueStatus) -> set[str]:
+    fields = {k for k in ("state", "allocated") if getattr(cmd, k) is not None}
+    return fields | {f"counts.{k}" for k in (cmd.counts or {})}
+
+
+def replaces(later: Any, earlier: Any) -> bool:
+    """Whether applying `later` makes applying `earlier` (before it, not yet applied) useless."""
+    key = status_object(later)
+    if key is None or key != status_object(earlier):
+        return False
+    if later.__class__ is o.UpdateQueueStatus:  # only the fields given are written
+        return _queue_fields(later) >= _queue_fields(earlier)
+    return True  # the vcjob's and a PodGroup's status are replaced whole
+
+
+class Item:
+    """One command in the actuator's hands: where it stands, and what to ack when it is done."""
+
+    __slots__ = ("cmd", "msg_id", "index", "lane", "pod", "state", "msgs", "stream_seq", "result", "done")
+
+    def __init__(self, cmd: Any, msg_id: str, index: int, stream_seq: int = 0) -> None:
+        self.cmd = cmd
+        self.msg_id = msg_id
+        self.index = index
+        self.lane = lane_of(cmd)
+        self.pod = pod_of(cmd)
+        self.state = WAITING
+        self.msgs: list[Any] = []  # the stored copies to ack once it is done (a redelivery adds one)
+        self.stream_seq = stream_seq  # its VCBUS_CMDS sequence (0: offered ahead of its store)
+        self.result: str | None = None
+        self.done: Any = None  # a future the service sets when it is over (for whoever waits on it)
+
+    @property
+    def barrier(self) -> bool:
+        return self.lane is not None and self.pod is None
+
+    def __repr__(self) -> str:
+        return f"Item({type(self.cmd).__name__} {self.cmd.job} {self.pod or ''} {self.msg_id} {self.state})"
+
+
+class Lanes:
+    """The commands admitted and not finished, per lane, in the order they were admitted."""
+
+    def __init__(self) -> None:
+        self._lanes: dict[str, list[Item]] = {}
+        self.superseded = 0
+
+    def __len__(self) -> int:
+        return sum(len(lane) for lane in self._lanes.values())
+
+    def admit(self, item: Item) -> tuple[list[Item], list[Item]]:
+        """Add `item` after everything admitted before it: (the items now ready, the items it supersedes)."""
+        if item.lane is None:
+            item.state = READY
+            return [item], []
+        lane = self._lanes.setdefault(item.lane, [])
+        gone: list[Item] = []
+        if status_object(item.cmd) is not None:
+            for other in lane:
+                if other.state in (WAITING, READY) and replaces(item.cmd, other.cmd):
+                    other.state = SUPERSEDED
+                    gone.append(other)
+            if gone:
+                lane[:] = [other for other in lane if other.state != SUPERSEDED]
+                self.superseded += len(gone)
+        lane.append(item)
+        return self._ready(lane), gone
+
+    def start(self, item: Item) -> bool:
+        """Mark a ready item running; False if it was superseded meanwhile (skip it)."""
+        if item.state != READY:
+            return False
+        item.state = RUNNING
+        return True
+
+    def finish(self, item: Item) -> list[Item]:
+        """`item` is over: the items of its lane that are ready now."""
+        item.state = DONE
+        if item.lane is None:
+            return []
+        lane = self._lanes.get(item.lane)
+        if lane is None:
+            return []
+        try:
+            lane.remove(item)
+        except ValueError:
+            return []
+        if not lane:
+            del self._lanes[item.lane]
+            return []
+        return self._ready(lane)
+
+    @staticmethod
+    def _ready(lane: list[Item]) -> list[Item]:
+        """Mark and return the waiting items of `lane` nothing before them holds up."""
+        ready: list[Item] = []
+        pods: set[str] = set()
+        for position, item in enumerate(lane):
+            if item.pod is None:  # job-wide: only once everything before it is over
+                if position == 0 and item.state == WAITING:
+                    item.state = READY
+                    ready.append(item)
+                break
+            if item.state == WAITING and item.pod not in pods:
+                item.state = READY
+                ready.append(item)
+            pods.add(item.pod)
+        return ready
