@@ -295,6 +295,7 @@ class ActuatorService:
             if old.msgs:
                 self._spawn(self._ack(old.msgs))
         self.peak_waiting = max(self.peak_waiting, len(self._held))
+        metrics.ACTUATOR_IN_HAND.set(len(self._held))
         self._queue(ready)
         self._forget_offers()
 
@@ -327,6 +328,7 @@ class ActuatorService:
                 return
             self._busy += 1
             self._spawn(self._work(item))
+        metrics.ACTUATOR_IN_FLIGHT.set(self._busy)
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -376,6 +378,8 @@ class ActuatorService:
         if item.msgs:  # its stored copy is acked: nothing more to match
             self._note_applied(item)
             self._held.pop(item.msg_id, None)
+            metrics.ACTUATOR_IN_HAND.set(len(self._held))
+        metrics.ACTUATOR_IN_FLIGHT.set(self._busy)
         if item.done is not None and not item.done.done():
             item.done.set_result((result, took))
 

@@ -31,7 +31,8 @@ DECISIONS = Counter(
 COMMANDS = Counter(
     "vcbus_commands_total",
     "Commands the actuator finished, by result: applied, done (already so), dropped (stale), "
-    "refused (the API server refused for good; recorded and skipped).",
+    "refused (the API server refused for good; recorded and skipped), superseded (a status write a later one "
+    "of the same object replaced before it was sent).",
     ["command", "result"],
 )
 COMMANDS_AHEAD = Counter(
@@ -54,6 +55,11 @@ BUS_ACK_PENDING = Gauge(
     "Messages delivered to the durable consumer and not acknowledged yet.",
     ["stream", "consumer"],
 )
+ACTUATOR_IN_FLIGHT = Gauge(
+    "vcbus_actuator_in_flight", "Commands the actuator is applying right now (at most --actuator-concurrency).")
+ACTUATOR_IN_HAND = Gauge(
+    "vcbus_actuator_in_hand", "Commands the actuator has taken and not finished: applying, or waiting their turn in "
+    "their job's lane (docs/operations.md 'The actuator').")
 BUS_CONNECTED = Gauge("vcbus_bus_connected", "1 while the NATS connection is up.")
 SESSION_SECONDS = Histogram(
     "vcbus_scheduler_session_seconds",
