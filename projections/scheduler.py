@@ -31,7 +31,7 @@ from statemachines import outputs as out
 from statemachines.model import timefmt
 from statemachines.model.records import RecordError
 from statemachines.scheduler import objects as so
-from statemachines.scheduler.emitted import emission
+from statemachines.scheduler.emitted import remember
 from statemachines.scheduler.model import (
     BINDING,
     RELEASING,
@@ -215,9 +215,7 @@ class SchedulerCache:
                 if o.queue not in self.queues:
                     self.queues[o.queue] = QueueFact.assumed(o.queue, o.weight, o.reclaimable, o.parent)
             elif isinstance(o, (out.RecordEvent, out.UpdatePodCondition)):
-                tracked = emission(o)
-                if tracked is not None:
-                    self.emitted[tracked[0]] = tracked[1]
+                remember(self.emitted, o)
             elif isinstance(o, out.PodBound):
                 self.bound.pop(f"{ns}/{o.pod}", None)
 

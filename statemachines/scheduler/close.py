@@ -8,7 +8,9 @@
 4. each queue's `status.allocated` (`framework/session.go` updateQueueStatus), on change.
 
 Events and pod conditions are emitted only when their content differs from what vcbus last
-said for that object (the snapshot's `emitted` memory, else the pod's recorded condition).
+said for that object (the snapshot's `emitted` memory, else the pod's recorded condition); a pod's
+condition as Volcano's `taskUnschedulable` writes it (`emitted.condition_due`: an empty nominated
+node changes nothing).
 """
 
 from __future__ import annotations

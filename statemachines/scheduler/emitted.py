@@ -6,7 +6,12 @@ deduplication to Kubernetes' event aggregation). Keys:
 
 - `PodGroup:<ns>/<name>:gang`    the gang event (Warning Unschedulable / Normal Scheduled)
 - `PodGroup:<ns>/<name>:enqueue` an enqueue vote's rejection (Normal Unschedulable)
-- `Pod:<ns>/<name>:condition`    the PodScheduled=False condition (with its FailedScheduling event)
+- `Pod:<ns>/<name>:condition`    the PodScheduled=False condition (with its FailedScheduling event):
+                                 (reason, message, nominated node)
+
+The nominated node remembered is the last one written: a condition written without one leaves
+the pod's `status.nominatedNodeName` as it was (Volcano never clears it, `taskUnschedulable` in
+`pkg/scheduler/cache/cache.go`), so the memory keeps it too.
 """
 
 from __future__ import annotations
@@ -23,3 +28,35 @@ def emission(o: out.Output) -> tuple[str, tuple] | None:
     if isinstance(o, out.UpdatePodCondition):
         return f"Pod:{ns}/{o.name}:condition", (o.reason, o.message, o.nominated_node)
     return None
+
+
+def remember(memory: dict[str, tuple], o: out.Output) -> None:
+    """Fold one output into the memory (a condition without a nominated node keeps the last one)."""
+    tracked = emission(o)
+    if tracked is None:
+        return
+    key, content = tracked
+    if isinstance(o, out.UpdatePodCondition) and not o.nominated_node:
+        previous = memory.get(key)
+        if previous is not None and previous[2]:
+            content = (content[0], content[1], previous[2])
+    memory[key] = content
+
+
+def condition_due(previous: tuple | None, recorded: tuple[str, str] | None, recorded_nominated: str,
+                  reason: str, message: str, nominated: str) -> bool:
+    """Whether Volcano would write a task's pod (`taskUnschedulable`, `pkg/scheduler/cache/cache.go`).
+
+    It writes (UpdateStatus, and records the FailedScheduling event) when the PodScheduled=False
+    condition differs from the pod's (`podConditionHaveUpdate`: status, reason, message; an equal
+    status keeps lastTransitionTime, so that never differs alone), or when a non-empty nominated
+    node differs from the pod's `status.nominatedNodeName`; an empty one changes nothing. What
+    the pod has is what vcbus last wrote (`previous`, from the memory), else what its record shows
+    (`recorded`: the PodScheduled=False (reason, message), None without one)."""
+    if previous is not None:
+        known, known_nominated = (previous[0], previous[1]), previous[2] or recorded_nominated
+    else:
+        known, known_nominated = recorded, recorded_nominated
+    if known != (reason, message):
+        return True
+    return bool(nominated) and nominated != known_nominated

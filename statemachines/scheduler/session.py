@@ -16,6 +16,7 @@ from statemachines import outputs as out
 from statemachines.scheduler import close
 from statemachines.scheduler.actions import allocate, backfill, enqueue, preempt, reclaim
 from statemachines.scheduler.config import SchedulerConfig
+from statemachines.scheduler.emitted import condition_due
 from statemachines.scheduler.framework import Session
 from statemachines.scheduler.model import COMPLETED_STATUS
 from statemachines.scheduler.plugins import OPENERS
@@ -204,15 +205,9 @@ def _close(ssn: Session) -> SessionResult:
             _event(outputs, emitted, job, "gang", "Normal", close.SCHEDULED, "pod group is ready", seq, time)
         pod_lines = close.pod_conditions(ssn, job, fit_error)
         for task, reason, message, nominated in pod_lines:
-            key = f"Pod:{task.namespace}/{task.name}:condition"
-            content = (reason, message, nominated)
-            previous = emitted.get(key)
-            if previous is None:
-                recorded = task.fact.scheduled_condition
-                same = recorded == (reason, message) and (not nominated or nominated == task.fact.nominated)
-            else:
-                same = tuple(previous) == content
-            if same:
+            previous = emitted.get(f"Pod:{task.namespace}/{task.name}:condition")
+            if not condition_due(previous, task.fact.scheduled_condition, task.fact.nominated, reason, message,
+                                 nominated):
                 continue
             outputs.append(out.UpdatePodCondition(job=owner, seq=seq, time=time, name=task.name, uid=task.uid,
                                                   status="False", reason=reason, message=message, nominated_node=nominated))
