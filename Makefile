@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test test-fast lint run bench envtest browser js-example helm shells docs docs-images clean crds lock
+.PHONY: venv test test-fast lint run bench envtest kwok browser js-example helm shells docs docs-images clean crds lock
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -40,6 +40,13 @@ lint: $(STAMP)
 envtest:
 	@scripts/envtest.sh >/dev/null || echo "make envtest: no kube-apiserver/etcd; the k8s tests will skip (fail if VCBUS_REQUIRE_K8S=1)" >&2
 
+# KWOK (sigs.k8s.io/kwok), the kubelets of fake nodes for the KWOK tests and benchmarks/cluster.py
+# (scripts/kwok.sh; version pinned in scripts/envtest-versions.env; built from the Go module proxy
+# into ~/.cache/vcbus/kwok). Never fails the build: without it those tests skip with a message
+# (or fail when VCBUS_REQUIRE_K8S=1).
+kwok:
+	@scripts/kwok.sh >/dev/null || echo "make kwok: no kwok; the KWOK tests will skip (fail if VCBUS_REQUIRE_K8S=1)" >&2
+
 # Debian's chromium for the browser tests (the `vcbus replay --html` page). Installed
 # with apt-get when /usr/bin/chromium is missing (sudo only when not root). Never fails
 # the build: without it those tests skip with a message (or fail when
@@ -64,7 +71,7 @@ shells:
 helm:
 	@scripts/install-helm.sh >/dev/null || echo "make helm: no helm; the chart tests will skip (fail if VCBUS_REQUIRE_K8S=1)" >&2
 
-test: $(STAMP) envtest browser js-example helm shells
+test: $(STAMP) envtest kwok browser js-example helm shells
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest
 

@@ -56,7 +56,7 @@ class EnvTestError(RuntimeError):
 
 
 def read_versions(path: pathlib.Path = VERSIONS_FILE) -> dict[str, str]:
-    """Parse the KEY=VALUE lines of scripts/envtest-versions.env."""
+    """Parse the KEY=VALUE lines of scripts/envtest-versions.env (K8S_VERSION, ETCD_VERSION, KWOK_VERSION)."""
     out: dict[str, str] = {}
     for line in path.read_text().splitlines():
         line = line.strip()

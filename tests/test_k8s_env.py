@@ -44,6 +44,7 @@ def test_script_without_go_or_assets_explains_how_to_get_them(tmp_path):
 def test_versions_are_pinned_in_one_place():
     v = k8s_env.read_versions()
     assert v["K8S_VERSION"].count(".") == 2 and v["ETCD_VERSION"].count(".") == 2
+    assert v["KWOK_VERSION"].count(".") == 2  # scripts/kwok.sh, tests/kwok_env.py
 
 
 def test_apiserver_is_ready_and_reports_the_pinned_version(k8s):
