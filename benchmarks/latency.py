@@ -13,7 +13,7 @@ one decider and the actuator exactly as `vcbus up --kubeconfig` assembles
 them (vcbus.k8s.cluster.ClusterSide, vcbus.bus.decider.Decider with the pod
 renderer; `VcbusProcess`), so that nothing the benchmark does shares their
 interpreter. The benchmark's process plays the scheduler and the kubelets
-(vcbus.k8s.podsim): N vcjobs of two workers (policy PodFailed -> RestartJob)
+(tests/podsim.py): N vcjobs of two workers (policy PodFailed -> RestartJob)
 and N copies of the seed job (examples/resnet-dist-train.yaml: 1 master + 2
 workers, pytorch and status-mounter) run; then, one at a time, alternating
 between the two, worker-0 of a job fails and the benchmark waits for vcbus's
@@ -124,7 +124,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from tests import k8s_env  # noqa: E402
-from vcbus.k8s.podsim import PodSimulator  # noqa: E402
+from tests.podsim import PodSimulator  # noqa: E402
 from vcbus.k8s.watching import api_request  # noqa: E402
 from vcbus.bus.decider import AHEAD_HOLD  # noqa: E402
 

@@ -15,7 +15,7 @@ What `Kwok.start()` runs (one process, no container, nothing in kube-system)::
 
 * Only nodes annotated `kwok.x-k8s.io/node=fake` are KWOK's (`create_nodes()` annotates them, as
   Volcano's `benchmark/scripts/create-kwok-nodes.sh` does); other fake nodes of the suite
-  (`vcbus.k8s.podsim`) are left alone, and so are their pods.
+  (`tests.podsim`) are left alone, and so are their pods.
 * `stages.yaml` holds KWOK's own stages, verbatim from the v0.7.0 module
   (`tests/data/kwok-stages/`, see its README): node-initialize (a managed node becomes Ready),
   node-heartbeat-with-lease (plus a Lease per node in kube-node-lease, renewed by kwok), pod-ready

@@ -3,7 +3,7 @@
 The test plays the job controller (it creates the PodGroup and the pods vcbus
 would, with `statemachines.manifests.podgroup.build_podgroup` / `statemachines.manifests.pod.build_pod`,
 and writes the job's status), the scheduler (PodGroup Inqueue, pods bound) and
-the kubelet (`vcbus.k8s.podsim`): both workers run, worker-1 fails with exit
+the kubelet (`tests.podsim`): both workers run, worker-1 fails with exit
 code 1, a Command asks to abort the job, then everything is deleted. Every kind
 a recording holds is created, modified and deleted at least once.
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from statemachines.manifests.pod import build_pod
 from statemachines.manifests.podgroup import build_podgroup
-from vcbus.k8s.podsim import PodSimulator
+from tests.podsim import PodSimulator
 from vcbus.k8s.watching import api_request
 
 JOB = "rec"
@@ -43,7 +43,7 @@ def drive(api, ns: str, on_step=None) -> dict:
 
     `on_step(name)` is called at "running" (both pods run) and "failed" (worker-1 failed)."""
     step = on_step or (lambda name: None)
-    sim = PodSimulator(api)
+    sim = PodSimulator(api)  # not KWOK: no vcbus scheduler runs, so the test binds and moves the PodGroup itself
     queue = f"q-{ns[-6:]}"
     node = f"rec-{ns[-6:]}"
     api_request(api, "POST", QUEUES, body={"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",

@@ -12,8 +12,8 @@ from kubernetes.client.rest import ApiException
 
 from statemachines import outputs as o
 from statemachines.admission.mutate import mutate_job
+from tests.podsim import PodSimulator
 from vcbus.k8s.actuator import JOB_GROUP, JOB_PLURAL, JOB_VERSION, PG_GROUP, PG_PLURAL, PG_VERSION, Actuator
-from vcbus.k8s.podsim import PodSimulator
 from vcbus.k8s.watching import KubeApiError
 
 pytestmark = pytest.mark.k8s
@@ -28,6 +28,7 @@ def env(k8s, k8s_namespace):
 
 @pytest.fixture(scope="module")
 def nodes(k8s):
+    # PodSimulator's nodes, not KWOK's: no kubelet may run or reap the bound pods (an evicted pod must stay terminating)
     sim = PodSimulator(k8s.api_client())
     names = ("act-node-1", "act-node-2")
     for name in names:
@@ -108,7 +109,7 @@ def test_evict_marks_the_pod_as_volcano_does_then_deletes_it(env, nodes):
     api, core, custom, act, ns = env
     pod = make_pod(core, ns, "victim")
     act.apply(o.BindPod(job=key(ns), seq=1, name="victim", uid=pod.metadata.uid, node=nodes[0]))
-    PodSimulator(api).start(f"{ns}/victim")
+    PodSimulator(api).start(f"{ns}/victim")  # Running by one status write, and no kubelet finishes its deletion
     cmd = o.EvictPod(job=key(ns), seq=2, time=T1, name="victim", uid=pod.metadata.uid, reason="preempt")
     assert act.apply(cmd) == "applied"
     got = core.read_namespaced_pod("victim", ns)

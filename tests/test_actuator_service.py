@@ -14,11 +14,11 @@ import pytest
 from kubernetes import client
 
 from statemachines import outputs as o
+from tests.podsim import PodSimulator
 from vcbus.bus import subjects as s
 from vcbus.bus.cloudevents import headers
 from vcbus.bus.connecting import open_bus
 from vcbus.k8s.actuating import DURABLE, ActuatorService
-from vcbus.k8s.podsim import PodSimulator
 from vcbus.k8s.watching import KubeApiError
 
 pytestmark = [pytest.mark.k8s, pytest.mark.nats]
@@ -42,6 +42,7 @@ async def test_a_bind_applied_before_a_crash_is_done_when_redelivered_and_sessio
         k8s, k8s_namespace, bus_settings):
     api = k8s.api_client()
     ns, core = k8s_namespace, client.CoreV1Api(api)
+    # a Node to bind to and nothing more (no pod runs, no vcbus scheduler): PodSimulator's, KWOK would run the pod
     sim, node = PodSimulator(api), f"svc-{k8s_namespace[-6:]}"
     try:
         sim.create_node(node)

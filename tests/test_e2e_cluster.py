@@ -5,18 +5,19 @@ The seed job `resnet-dist-train` is applied as written in the user's document
 --kubeconfig` (a real subprocess) bridges the watch events into NATS, decides,
 schedules, projects and acts on the cluster: its scheduler creates the default
 queue (its queue controller opens it), moves the PodGroup to Inqueue and binds
-every pod (`pods/binding`) onto a Node object big enough for the gang. Nothing
-in the test writes a PodGroup phase or binds a pod: it plays only the kubelets
-(vcbus.k8s.podsim with `binds=False`, which runs pods once they are bound) and
-the node lifecycle controller (it lifts the not-ready taint the apiserver puts
-on a new node). Pods run, worker-1 fails, the job restarts as a whole, the
-master succeeds, the job completes. Then the exported event log, replayed
-offline, gives exactly the live final status.
+every pod (`pods/binding`) onto a KWOK node big enough for the gang. Nothing
+in the test writes a PodGroup phase or binds a pod: KWOK (the `kwok` fixture)
+is the kubelet, running a pod once it is bound and finishing a deletion, and
+the test only ends pods as their kubelet would (`tests.kwok_env.fail_pod` /
+`succeed_pod`, one pods/status write) and plays the node lifecycle controller
+(`kwok_env.wait_nodes_ready` lifts the not-ready taint the apiserver puts on a
+new node). Pods run, worker-1 fails, the job restarts as a whole, the master
+succeeds, the job completes. Then the exported event log, replayed offline,
+gives exactly the live final status.
 
 Waiting. Every step waits on a condition of the cluster or of the bus, polled
-while the test goes on playing the kubelets, with a generous
-deadline per stage (the machine is shared and busy; a whole run takes
-seconds). The end is "settled": the bridge has recorded the current version of
+while KWOK runs the pods, with a generous deadline per stage (the machine is
+shared and busy; a whole run takes seconds). The end is "settled": the bridge has recorded the current version of
 every object of the job, the decider has decided every record, the actuator
 has carried out every command, and the cluster did not move meanwhile. Where
 vcbus is SIGKILLed is a condition too, chosen by the seed.
@@ -42,6 +43,7 @@ from kubernetes import client
 from nats.js.errors import NotFoundError
 
 from statemachines import outputs as o
+from tests import kwok_env
 from tests.fixtures_nats import stream_messages
 from tests.test_webhook_k8s import webhook  # noqa: F401 - the admission webhook fixture
 from vcbus.bus import subjects as s
@@ -50,7 +52,6 @@ from vcbus.bus.connecting import connect
 from vcbus.bus.decider import DURABLE as DECIDER
 from vcbus.bus.reading import read_all
 from vcbus.k8s.actuating import DURABLE as ACTUATOR
-from vcbus.k8s.podsim import PodSimulator
 from vcbus.k8s.watching import api_request
 from vcbus.settings import BusSettings
 
@@ -63,7 +64,7 @@ PG = ("scheduling.volcano.sh", "v1beta1")
 NAME = "resnet-dist-train"
 JOB_PODS = f"volcano.sh/job-name={NAME}"
 STAGE_DEADLINE = 120.0  # seconds for one stage; a whole unloaded run takes a few seconds
-POLL = 0.2  # seconds between two passes of the simulated scheduler and kubelets
+POLL = 0.2  # seconds between two looks at the cluster
 
 
 def ensure_default_queue(api) -> None:
@@ -237,12 +238,12 @@ class Seen(NamedTuple):
 
 
 class SeedRun:
-    """Plays the kubelets around `vcbus up` (vcbus schedules and binds); waits on what the cluster shows."""
+    """Watches `vcbus up` (it schedules and binds) run the job on KWOK nodes; waits on what the cluster shows."""
 
-    def __init__(self, k8s, vc: Vcbus, namespace: str, nats_url: str) -> None:
+    def __init__(self, k8s, kwok: kwok_env.Kwok, vc: Vcbus, namespace: str, nats_url: str) -> None:
         self.api = k8s.api_client()
         self.custom = client.CustomObjectsApi(self.api)
-        self.sim = PodSimulator(self.api, binds=False)
+        self.kwok = kwok
         self.vc = vc
         self.namespace = namespace
         self.nats_url = nats_url
@@ -253,16 +254,19 @@ class SeedRun:
         return self.custom.list_namespaced_custom_object(*PG, self.namespace, "podgroups")["items"]
 
     def drive(self) -> Seen:
-        """One pass: restart vcbus if it was killed on purpose, run the kubelets (bound pods only), look."""
+        """One pass: restart vcbus if it was killed on purpose, check KWOK is alive, look."""
         self.vc.check()
+        self.kwok.check()
         if not self.vc.alive():  # killed on purpose: start it again
             self.vc.restart_due = False
             self.vc.start()
-        self.sim.step(self.namespace)
         return self.look()
 
+    def job_pods(self) -> list[dict]:
+        return job_pods(self.api, self.namespace)
+
     def look(self) -> Seen:
-        pods = self.sim.list_pods(self.namespace, label_selector=JOB_PODS)
+        pods = self.job_pods()
         for p in pods:
             meta = p["metadata"]
             self.seen.setdefault((meta["name"], version_of(p)), set()).add(meta["uid"])
@@ -288,7 +292,7 @@ class SeedRun:
         """(kind, name) -> resourceVersion of the job, its pods and its PodGroups, as the API has them."""
         job = self.custom.get_namespaced_custom_object(G, V, self.namespace, "jobs", NAME)
         out = {("Job", NAME): job["metadata"]["resourceVersion"]}
-        for p in self.sim.list_pods(self.namespace, label_selector=JOB_PODS):
+        for p in self.job_pods():
             out[("Pod", p["metadata"]["name"])] = p["metadata"]["resourceVersion"]
         for pg in self.podgroups():
             out[("PodGroup", pg["metadata"]["name"])] = pg["metadata"]["resourceVersion"]
@@ -346,20 +350,37 @@ def sched_binds(nats_url: str) -> list[str]:
             if h.get(MSG_ID, "").startswith("sched:") and isinstance(cmd := o.output_decoder.decode(body), o.BindPod)]
 
 
-def run_seed_job(k8s, nats_url: str, namespace: str, tmp_path: pathlib.Path, *, kill_at: set[str] = frozenset()):
+def job_pods(api, namespace: str) -> list[dict]:
+    """Every pod of the job, terminating ones included."""
+    return api_request(api, "GET", f"/api/v1/namespaces/{namespace}/pods",
+                       query={"labelSelector": JOB_PODS}).get("items") or []
+
+
+def kwok_node(api, kwok: kwok_env.Kwok, prefix: str) -> str:
+    """The one node of the run: a KWOK node the whole gang fits on twice over, Ready and untainted.
+
+    Every other Node goes first: in envtest they are fakes left by other test modules, which no
+    kubelet runs here, and vcbus's scheduler would bind onto them as well."""
+    core = client.CoreV1Api(api)
+    for other in core.list_node().items:
+        core.delete_node(other.metadata.name)
+    [node] = kwok_env.create_nodes(api, 1, cpu="64", memory="256Gi", pods=110, prefix=prefix)
+    # KWOK makes it Ready; then the not-ready taint the apiserver's TaintNodesByCondition gave it is
+    # lifted, the node lifecycle controller's part (kube-controller-manager is absent here)
+    kwok_env.wait_nodes_ready(api, [node], timeout=STAGE_DEADLINE, kwok=kwok)
+    return node
+
+
+def run_seed_job(k8s, kwok, nats_url: str, namespace: str, tmp_path: pathlib.Path, *,
+                 kill_at: set[str] = frozenset()):
     api = k8s.api_client()
     custom = client.CustomObjectsApi(api)
-    sim = PodSimulator(api, binds=False)
-    node = f"podsim-e2e-{namespace[-6:]}"
-    sim.create_node(node, cpu="64", memory="256Gi", pods=110)  # the whole gang, twice over, fits on it
-    # the apiserver's TaintNodesByCondition gives a new node the not-ready taint, which the node
-    # lifecycle controller (kube-controller-manager, absent here) lifts once the node is Ready
-    client.CoreV1Api(api).patch_node(node, {"spec": {"taints": None}})
+    node = kwok_node(api, kwok, f"kwok-e2e-{namespace[-6:]}")
     vc = Vcbus(nats_url, k8s.kubeconfig, namespace, tmp_path / "vcbus-up.log")
     seed = int(os.environ.get("VCBUS_E2E_SEED", random.randrange(1 << 30)))
     kill_point = random.Random(seed).choice(sorted(KILL_POINTS))
     print(f"kill timing seed: {seed} (VCBUS_E2E_SEED={seed} repeats it): kill-when-failed kills {kill_point}")
-    run = SeedRun(k8s, vc, namespace, nats_url)
+    run = SeedRun(k8s, kwok, vc, namespace, nats_url)
     files_seen: list[dict] = []
     vc.start()
     try:
@@ -375,7 +396,7 @@ def run_seed_job(k8s, nats_url: str, namespace: str, tmp_path: pathlib.Path, *, 
                                      explain=lambda: f"{vc.log} ends with:\n{vc.tail()}"))
         if "running" in kill_at:
             vc.kill()
-        sim.fail(f"{NAME}-worker-1", 1, namespace=namespace)
+        kwok_env.fail_pod(api, namespace, f"{NAME}-worker-1", 1)
         if "failed" in kill_at:
             run.wait(f"the kill point: {kill_point}", lambda seen: KILL_POINTS[kill_point](run, seen))
             vc.kill()
@@ -384,14 +405,14 @@ def run_seed_job(k8s, nats_url: str, namespace: str, tmp_path: pathlib.Path, *, 
                  and all(version_of(p) != "0" for p in seen.running.values()))
         if "restarted" in kill_at:
             vc.kill()
-        sim.succeed(f"{NAME}-master-0", namespace=namespace)
+        kwok_env.succeed_pod(api, namespace, f"{NAME}-master-0")
         run.wait("the job Completed", lambda seen: seen.status.get("state", {}).get("phase") == "Completed")
         run.wait("vcbus to settle (everything recorded, decided and carried out)", run.settled)
         job = custom.get_namespaced_custom_object(G, V, namespace, "jobs", NAME)
         return job, run.seen, vc, files_seen, sched_binds(nats_url)
     finally:
         vc.stop()
-        sim.delete_node(node)  # other tests schedule onto whatever nodes exist
+        kwok_env.delete_nodes(api, [node])  # other tests schedule onto whatever nodes exist
 
 
 def check_completed_job(k8s, namespace: str, job: dict, seen: dict, binds: list[str]) -> None:
@@ -437,9 +458,10 @@ def replayed_status(nats_url: str, tmp_path: pathlib.Path, namespace: str) -> di
     return json.loads(res.stdout)["jobs"][0]["status"]
 
 
-def test_seed_job_runs_restarts_and_completes_on_a_real_cluster(k8s, nats_server, bus_settings, webhook, tmp_path):
+def test_seed_job_runs_restarts_and_completes_on_a_real_cluster(k8s, kwok, nats_server, bus_settings, webhook,
+                                                                 tmp_path):
     namespace = webhook["namespace"]
-    job, seen, vc, files, binds = run_seed_job(k8s, nats_server.url, namespace, tmp_path)
+    job, seen, vc, files, binds = run_seed_job(k8s, kwok, nats_server.url, namespace, tmp_path)
     check_completed_job(k8s, namespace, job, seen, binds)
     # the actuator applied commands as the decider decided them (vcbus.k8s.ahead), and said so when stopped
     ahead = re.search(r"(\d+) commands finished \([^)]*\), (\d+) applied ahead of their store", vc.log.read_text())
@@ -451,8 +473,7 @@ def test_seed_job_runs_restarts_and_completes_on_a_real_cluster(k8s, nats_server
     events = [(e.reason, e.message) for e in core.list_namespaced_event(namespace).items if e.involved_object.name == NAME]
     assert ("ExecuteAction", "Start to execute action RestartJob ") in events
     assert ("ExecuteAction", "Start to execute action CompleteJob ") in events
-    sim = PodSimulator(k8s.api_client())
-    pods = sim.list_pods(namespace, label_selector=JOB_PODS)
+    pods = job_pods(k8s.api_client(), namespace)
     check_labels_and_annotations(pods, job)
     env = {e["name"]: e.get("value") for e in next(
         p for p in pods if p["metadata"]["name"].endswith("master-0"))["spec"]["containers"][0]["env"]}
@@ -461,9 +482,10 @@ def test_seed_job_runs_restarts_and_completes_on_a_real_cluster(k8s, nats_server
 
 
 @pytest.mark.parametrize("kill_at", [{"running"}, {"failed"}, {"restarted"}], ids=lambda k: "kill-when-" + "-".join(k))
-def test_sigkill_of_vcbus_at_any_point_gives_the_same_outcome(k8s, nats_server, bus_settings, webhook, tmp_path, kill_at):
+def test_sigkill_of_vcbus_at_any_point_gives_the_same_outcome(k8s, kwok, nats_server, bus_settings, webhook, tmp_path,
+                                                              kill_at):
     namespace = webhook["namespace"]
-    job, seen, vc, _, binds = run_seed_job(k8s, nats_server.url, namespace, tmp_path, kill_at=kill_at)
+    job, seen, vc, _, binds = run_seed_job(k8s, kwok, nats_server.url, namespace, tmp_path, kill_at=kill_at)
     assert vc.kills >= 1
     check_completed_job(k8s, namespace, job, seen, binds)
     assert replayed_status(nats_server.url, tmp_path, namespace) == job["status"]

@@ -1,10 +1,11 @@
 """Two `vcbus up --leader-elect` replicas on a real API server and nats-server: kill the leader mid-job.
 
 The seed job runs as in tests/test_e2e_cluster.py (vcbus schedules, binds and
-controls it; the test plays the kubelets). Two replicas share the bus and the
-cluster; only the holder of the Lease runs the services, the other stands by
-(its /readyz says so). Right after worker-1 fails, the leader is SIGKILLed: the
-standby must take the Lease over and carry the job to Completed, with no
+controls it; KWOK is the kubelet of its one node, the test ends pods as a
+kubelet would). Two replicas share the bus and the cluster; only the holder of
+the Lease runs the services, the other stands by (its /readyz says so). Right
+after worker-1 fails, the leader is SIGKILLed: the standby must take the Lease
+over and carry the job to Completed, with no
 duplicate pod (one uid per pod name and job version, every pod bound once),
 no lost decision (every record decided, every command carried out, and the
 log replayed offline gives the live final status), and every write of the
@@ -23,13 +24,13 @@ import pytest
 import yaml
 from kubernetes import client
 
+from tests import kwok_env
 from tests.test_e2e_cluster import (
-    NAME, SEED, G, V, SeedRun, UpProcess, check_completed_job, default_queue_open, replayed_status, sched_binds,
-    version_of, wait_until,
+    NAME, SEED, G, V, SeedRun, UpProcess, check_completed_job, default_queue_open, kwok_node, replayed_status,
+    sched_binds, version_of, wait_until,
 )
 from tests.test_observability import free_port
 from tests.test_webhook_k8s import webhook  # noqa: F401 - the admission webhook fixture
-from vcbus.k8s.podsim import PodSimulator
 
 pytestmark = [pytest.mark.k8s, pytest.mark.nats, pytest.mark.slow]
 LEASE = "vcbus-e2e"
@@ -92,18 +93,15 @@ def vcbus_managers(obj: dict) -> set[str]:
 
 
 def test_killing_the_leader_mid_job_hands_over_without_duplicates_or_lost_decisions(
-        k8s, nats_server, bus_settings, webhook, tmp_path):  # noqa: F811 - the fixture
+        k8s, kwok, nats_server, bus_settings, webhook, tmp_path):  # noqa: F811 - the fixture
     namespace = webhook["namespace"]
     api = k8s.api_client()
     custom = client.CustomObjectsApi(api)
-    sim = PodSimulator(api, binds=False)
-    node = f"podsim-ha-{namespace[-6:]}"
-    sim.create_node(node, cpu="64", memory="256Gi", pods=110)
-    client.CoreV1Api(api).patch_node(node, {"spec": {"taints": None}})
+    node = kwok_node(api, kwok, f"kwok-ha-{namespace[-6:]}")
     a = Replica("replica-a", nats_server.url, k8s.kubeconfig, namespace, tmp_path / "a.log")
     b = Replica("replica-b", nats_server.url, k8s.kubeconfig, namespace, tmp_path / "b.log")
     pair = Pair(a, b)
-    run = SeedRun(k8s, pair, namespace, nats_server.url)
+    run = SeedRun(k8s, kwok, pair, namespace, nats_server.url)
     by_name = {"replica-a": a, "replica-b": b}
     try:
         a.start()
@@ -120,7 +118,7 @@ def test_killing_the_leader_mid_job_hands_over_without_duplicates_or_lost_decisi
         assert leader.readyz() == "ok (leader)"
         assert holder(api, namespace) == first
 
-        sim.fail(f"{NAME}-worker-1", 1, namespace=namespace)
+        kwok_env.fail_pod(api, namespace, f"{NAME}-worker-1", 1)
         leader.kill()  # mid-job: the restart worker-1's failure causes is not decided or not carried out yet
         second = wait_until("the standby to take the Lease over", lambda: (h := holder(api, namespace)) != first and h,
                             vc=pair, explain=pair.tail)
@@ -130,7 +128,7 @@ def test_killing_the_leader_mid_job_hands_over_without_duplicates_or_lost_decisi
                  lambda seen: seen.status.get("retryCount") == 1 and len(seen.running) == 3
                  and all(version_of(p) != "0" for p in seen.running.values()))
         new_pods = list(run.last.running.values())  # created and bound after the hand-over
-        sim.succeed(f"{NAME}-master-0", namespace=namespace)
+        kwok_env.succeed_pod(api, namespace, f"{NAME}-master-0")
         run.wait("the job Completed", lambda seen: seen.status.get("state", {}).get("phase") == "Completed")
         run.wait("vcbus to settle (everything recorded, decided and carried out)", run.settled)
         wait_until("the restarted replica to stand by", lambda: leader.readyz() == "ok (standby)", vc=pair,
@@ -140,7 +138,7 @@ def test_killing_the_leader_mid_job_hands_over_without_duplicates_or_lost_decisi
     finally:
         a.stop()
         b.stop()
-        sim.delete_node(node)
+        kwok_env.delete_nodes(api, [node])
     check_completed_job(k8s, namespace, job, run.seen, sched_binds(nats_server.url))
     assert replayed_status(nats_server.url, tmp_path, namespace) == job["status"]
     assert all(vcbus_managers(p) == {f"vcbus-{second}"} for p in new_pods), [vcbus_managers(p) for p in new_pods]

@@ -4,11 +4,12 @@ A real kube-apiserver + etcd, a real nats-server, and `vcbus up --kubeconfig` as
 (bridge, decider, scheduler, projector, actuator). No Volcano, and nothing in the test writes a
 PodGroup phase: the PodGroup goes Pending -> Inqueue by vcbus's enqueue, the job controller
 creates the pods, vcbus's allocate binds them through the `pods/binding` subresource, and the
-kubelets (vcbus.k8s.podsim with `binds=False`) only run pods that are bound. The nodes are Node
-objects of cpu 5 / memory 16Gi / pods 110 and the seed job's pods request cpu 3 / memory 8Gi
-(the seed has no requests; the test adds them), so one pod fits per node (Volcano scheduler
-reference §10.3). The default queue is not created by the test: vcbus's scheduler creates it
-and the queue controller opens it, before the job can be admitted.
+kubelets are KWOK's (the `kwok` fixture): a pod runs once it is bound, a deleted one goes, and
+the test ends a pod as its kubelet would (`tests.kwok_env.fail_pod` / `succeed_pod`, one
+pods/status write). The nodes are KWOK nodes of cpu 5 / memory 16Gi / pods 110 and the seed
+job's pods request cpu 3 / memory 8Gi (the seed has no requests; the test adds them), so one pod
+fits per node (Volcano scheduler reference §10.3). The default queue is not created by the test:
+vcbus's scheduler creates it and the queue controller opens it, before the job can be admitted.
 
 - three nodes: one pod per node, Running; worker-1 fails -> RestartJob -> bound again ->
   master succeeds -> Completed, retryCount 1;
@@ -37,12 +38,12 @@ import yaml
 from kubernetes import client
 
 from statemachines import outputs as o
+from tests import kwok_env
 from tests.fixtures_nats import stream_messages
 from tests.test_webhook_k8s import webhook  # noqa: F401 - the admission webhook fixture
 from vcbus.bus import subjects as s
 from vcbus.bus.cloudevents import MSG_ID
-from vcbus.k8s.podsim import PodSimulator
-from vcbus.k8s.watching import KubeApiError
+from vcbus.k8s.watching import api_request
 
 pytestmark = [pytest.mark.k8s, pytest.mark.nats, pytest.mark.slow]
 
@@ -104,13 +105,13 @@ class Vcbus:
 
 
 class Scenario:
-    """The cluster side of a test: API clients, fake nodes, the clock of its stages."""
+    """The cluster side of a test: API clients, KWOK nodes, the clock of its stages."""
 
-    def __init__(self, k8s, namespace: str, nodes: int, vc: Vcbus) -> None:
+    def __init__(self, k8s, kwok: kwok_env.Kwok, namespace: str, nodes: int, vc: Vcbus) -> None:
         self.api = k8s.api_client()
         self.core = client.CoreV1Api(self.api)
         self.custom = client.CustomObjectsApi(self.api)
-        self.sim = PodSimulator(self.api, binds=False)
+        self.kwok = kwok
         self.ns = namespace
         self.vc = vc
         self.t0 = time.monotonic()
@@ -124,25 +125,22 @@ class Scenario:
             if err.status != 404:
                 raise
         tag = uuid.uuid4().hex[:4]
-        self.nodes = [f"sched-e2e-{tag}-{i}" for i in range(1, nodes + 1)]
-        for node in self.nodes:
-            self.sim.create_node(node, cpu="5", memory="16Gi", pods=110)
-            # The TaintNodesByCondition admission plugin gives a new node the not-ready taint; the
-            # node lifecycle controller (kube-controller-manager, absent here) lifts it once the
-            # node is Ready. Play that part, or no pod tolerates any node.
-            self.core.patch_node(node, {"spec": {"taints": None}})
+        self.nodes = kwok_env.create_nodes(self.api, nodes, cpu="5", memory="16Gi", pods=110,
+                                           prefix=f"sched-e2e-{tag}", start=1)
+        # KWOK makes them Ready; then the not-ready taint the TaintNodesByCondition admission
+        # plugin gave them is lifted (the node lifecycle controller's part), or no pod tolerates them
+        kwok_env.wait_nodes_ready(self.api, self.nodes, timeout=DEADLINE, kwok=kwok)
 
     def mark(self, stage: str) -> None:
         self.timings[stage] = round(time.monotonic() - self.t0, 1)
 
-    def wait(self, what: str, predicate, *, step: bool = True):
-        """Poll `predicate()` (driving the kubelets each round) until it returns something true."""
+    def wait(self, what: str, predicate):
+        """Poll `predicate()` until it returns something true (KWOK runs the bound pods meanwhile)."""
         while True:
             self.vc.check()
+            self.kwok.check()
             if time.monotonic() > self.deadline:
                 pytest.fail(f"timed out waiting for {what} (stages so far: {self.timings})\n{self.diagnosis()}")
-            if step:
-                self.sim.step(self.ns)
             value = predicate()
             if value:
                 self.mark(what)
@@ -178,15 +176,12 @@ class Scenario:
         return self.custom.get_namespaced_custom_object(G, V, self.ns, "jobs", NAME)
 
     def pods(self) -> list[dict]:
-        return [p for p in self.sim.list_pods(self.ns, label_selector=f"volcano.sh/job-name={NAME}")
-                if not p["metadata"].get("deletionTimestamp")]
+        pods = api_request(self.api, "GET", f"/api/v1/namespaces/{self.ns}/pods",
+                           query={"labelSelector": f"volcano.sh/job-name={NAME}"}).get("items") or []
+        return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
 
     def cleanup(self) -> None:
-        for node in self.nodes:
-            try:
-                self.sim.delete_node(node)
-            except KubeApiError:
-                pass
+        kwok_env.delete_nodes(self.api, self.nodes)
 
 
 def bus_outputs(nats_url: str, stream: str) -> list[tuple[str, o.Output]]:
@@ -199,7 +194,7 @@ def bus_outputs(nats_url: str, stream: str) -> list[tuple[str, o.Output]]:
 def check_bound_one_per_node(sc: Scenario, pods: list[dict]) -> dict[str, str]:
     """Each pod on one of the test's nodes, and no two on the same node. The pods are created
     without spec.nodeName and the API server refuses any update that sets it: only the
-    pods/binding subresource can put it there (podsim with binds=False never binds)."""
+    pods/binding subresource can put it there (KWOK never binds)."""
     placement = {}
     for p in pods:
         name = p["metadata"]["name"]
@@ -211,11 +206,11 @@ def check_bound_one_per_node(sc: Scenario, pods: list[dict]) -> dict[str, str]:
 
 
 @pytest.fixture
-def scenario(k8s, nats_server, bus_settings, webhook, tmp_path, request):  # noqa: F811 - webhook is a fixture
+def scenario(k8s, kwok, nats_server, bus_settings, webhook, tmp_path, request):  # noqa: F811 - webhook is a fixture
     nodes = request.param
     namespace = webhook["namespace"]
     vc = Vcbus(nats_server.url, k8s.kubeconfig, namespace, tmp_path / "vcbus-up.log")
-    sc = Scenario(k8s, namespace, nodes, vc)
+    sc = Scenario(k8s, kwok, namespace, nodes, vc)
     vc.start()
     try:
         yield sc
@@ -236,12 +231,12 @@ def test_vcbus_alone_schedules_restarts_and_completes_the_seed_job(scenario, nat
     sc = scenario
     # vcbus's scheduler creates the default queue, its queue controller opens it; only then does
     # admission accept the job (its queue must exist and be Open)
-    sc.wait("default queue created and Open", sc.default_queue_open, step=False)
+    sc.wait("default queue created and Open", sc.default_queue_open)
     sc.custom.create_namespaced_custom_object(G, V, sc.ns, "jobs", seed_job())
     if kill:
         # SIGKILL as soon as the binds are decided (carried out or not): the restarted scheduler
         # rebuilds its projection from the log, its binds included, and binds nothing twice
-        sc.wait("the binds decided", lambda: len(sched_binds(nats_server.url)) >= 3, step=False)
+        sc.wait("the binds decided", lambda: len(sched_binds(nats_server.url)) >= 3)
         sc.vc.kill()
         sc.vc.start()
 
@@ -270,12 +265,12 @@ def test_vcbus_alone_schedules_restarts_and_completes_the_seed_job(scenario, nat
 
     first = sc.wait("3 pods Running (version 0)", running("0"))
     placement0 = check_bound_one_per_node(sc, first)
-    sc.sim.fail(f"{NAME}-worker-1", 1, namespace=sc.ns)
+    kwok_env.fail_pod(sc.api, sc.ns, f"{NAME}-worker-1", 1)
 
     second = sc.wait("3 pods Running again (version 1)", running("1"))
     placement1 = check_bound_one_per_node(sc, second)
     assert sc.job()["status"]["retryCount"] == 1
-    sc.sim.succeed(f"{NAME}-master-0", namespace=sc.ns)
+    kwok_env.succeed_pod(sc.api, sc.ns, f"{NAME}-master-0")
 
     def completed():
         status = sc.job().get("status") or {}
@@ -316,7 +311,7 @@ def test_vcbus_alone_schedules_restarts_and_completes_the_seed_job(scenario, nat
 @pytest.mark.parametrize("scenario", [2], indirect=True)
 def test_on_two_nodes_the_gang_is_never_bound_and_says_why(scenario, nats_server):
     sc = scenario
-    sc.wait("default queue created and Open", sc.default_queue_open, step=False)
+    sc.wait("default queue created and Open", sc.default_queue_open)
     sc.custom.create_namespaced_custom_object(G, V, sc.ns, "jobs", seed_job())
 
     def condition():

@@ -1,11 +1,11 @@
-"""vcbus.k8s.podsim: fake nodes, binding, and pod phases through the real API (no kubelet)."""
+"""tests/podsim.py (test support): fake nodes, binding, and pod phases through the real API (no kubelet)."""
 
 from __future__ import annotations
 
 import pytest
 from kubernetes import client as k
 
-from vcbus.k8s.podsim import PodSimulator
+from tests.podsim import PodSimulator
 from vcbus.k8s.watching import KubeApiError, api_request
 
 pytestmark = pytest.mark.k8s

@@ -367,7 +367,7 @@ def test_for_duration_ends_the_recording_by_itself(k8s, tmp_path):
 
 @pytest.mark.nats
 @pytest.mark.slow
-def test_a_recording_of_a_job_vcbus_ran_replays_to_the_status_it_wrote(k8s, nats_server, bus_settings, webhook,
+def test_a_recording_of_a_job_vcbus_ran_replays_to_the_status_it_wrote(k8s, kwok, nats_server, bus_settings, webhook,
                                                                        tmp_path):
     """The seed job end to end (`vcbus up` is its controller, tests/test_e2e_cluster.py), recorded all along."""
     from tests.test_e2e_cluster import NAME, run_seed_job
@@ -376,7 +376,7 @@ def test_a_recording_of_a_job_vcbus_ran_replays_to_the_status_it_wrote(k8s, nats
     log = tmp_path / "run.log"
     recorder = Recorder(k8s, log, "-n", namespace)
     try:
-        job, *_ = run_seed_job(k8s, nats_server.url, namespace, tmp_path)
+        job, *_ = run_seed_job(k8s, kwok, nats_server.url, namespace, tmp_path)
         final = job["metadata"]["resourceVersion"]
         wait_until(lambda: any(r["object"]["kind"] == "Job" and r["object"]["metadata"]["resourceVersion"] == final
                                for r in parsed(log)), "the job's last status in the recording")

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from vcbus.k8s.podsim import PodSimulator
+from tests.podsim import PodSimulator
 from vcbus.k8s.watching import ResourceWatcher, api_request, resource_kind
 
 pytestmark = pytest.mark.k8s

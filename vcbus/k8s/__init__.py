@@ -1,1 +1,1 @@
-"""Kubernetes adapters: list-then-watch (`watching`) and a kubelet-less pod driver (`podsim`)."""
+"""Kubernetes adapters: the watch bridge (`watching`, `bridge`), the actuator (`actuating`, `actuator`, `lanes`), the client (`cluster`, `throttle`, `rawcalls`)."""

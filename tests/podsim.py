@@ -1,8 +1,13 @@
 """A kubelet-less pod driver, in the spirit of KWOK: fake nodes, fake scheduling, fake containers.
 
-There is no kubelet or scheduler in the test control plane, so pods created
-by a controller would stay Pending and unbound forever. `PodSimulator` plays
-both parts through the real API with the official `kubernetes` client:
+Test support, not part of the vcbus package. There is no kubelet or scheduler
+in the test control plane, so pods created by a controller would stay Pending
+and unbound forever. End-to-end tests where vcbus's own scheduler binds use
+KWOK as the kubelet (`tests/kwok_env.py`, the `kwok` fixture); `PodSimulator`
+is for the tests that play the scheduler themselves (no vcbus scheduler runs)
+or need a step-by-step control no kubelet stand-in gives (a pod that stays
+terminating, a pod started by one status write). It plays both parts through
+the real API with the official `kubernetes` client:
 
 * `create_node()` registers a Node with capacity/allocatable and a Ready
   condition (it never runs anything);
