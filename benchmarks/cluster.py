@@ -326,6 +326,12 @@ class Vcbus(System):
     def ready(self) -> bool:
         return b"running decider" in self.logs[0].read_bytes() and b"vcjobs listed" in self.logs[0].read_bytes()
 
+    def summary(self) -> list[str]:
+        """What `vcbus up` said of its work when it stopped (commands by result, sessions, decisions)."""
+        wanted = ("actuator: stopped", "decider: decided", "scheduler: ", "projector: ")
+        lines = self.logs[0].read_text(errors="replace").splitlines()
+        return [line.split(" ", 3)[-1] for line in lines if any(w in line for w in wanted) and "session " not in line][-4:]
+
 
 class Volcano(System):
     name = "volcano"
@@ -530,6 +536,8 @@ def one_round(kind: str, size: dict, tmp: pathlib.Path, volcano_bin: pathlib.Pat
             raise
         finally:
             system.stop()
+            if isinstance(system, Vcbus):
+                out.setdefault("vcbus_said", {})[workload] = system.summary()
             cluster.stop()
             shutil.rmtree(work, ignore_errors=True)
     return out
