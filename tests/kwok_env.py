@@ -51,7 +51,7 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
-from tests.k8s_env import REPO, free_port, read_versions
+from tests.k8s_env import REPO, _terminate as terminate, free_port, read_versions
 
 STAGE_DIR = REPO / "tests" / "data" / "kwok-stages"
 NODE_ANNOTATION = "kwok.x-k8s.io/node"
@@ -202,14 +202,7 @@ class Kwok:
         """SIGTERM, then SIGKILL after `grace` seconds."""
         self._stopping = True
         proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(grace)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        terminate(proc, grace)
 
     def restart(self, timeout: float = 60.0) -> "Kwok":
         self.stop()
