@@ -63,7 +63,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.latency import percentile  # noqa: E402
+from benchmarks.latency import _die_with_parent, percentile  # noqa: E402
+from statemachines.scheduler.config import DEFAULT_CONFIG_YAML  # noqa: E402
 from tests import k8s_env, kwok_env  # noqa: E402
 from vcbus.k8s.watching import _iter_lines, api_request  # noqa: E402
 
@@ -72,23 +73,9 @@ QUICK = {"nodes": 20, "jobs": 4, "replicas": 25, "small": 40}
 NODE_CPU, NODE_MEMORY, NODE_PODS = "32", "256Gi", "110"
 DEADLINE = 600.0  # seconds a workload may take before the run is called failed
 VOLCANO_QPS, VOLCANO_BURST = "5000", "10000"  # what Volcano's benchmark installs (benchmark/scripts/install-volcano.sh)
-VOLCANO_SCHEDULER_CONF = """\
-actions: "enqueue, allocate, backfill"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-    enablePreemptable: false
-  - name: conformance
-- plugins:
-  - name: overcommit
-  - name: drf
-    enablePreemptable: false
-  - name: predicates
-  - name: proportion
-  - name: nodeorder
-  - name: binpack
-"""
+# Volcano's benchmark configuration (benchmark/testcases/gang/config/scheduler-config.yaml) is, word for word,
+# vcbus's default (the helm install's), so both systems schedule with the same actions and plugins.
+VOLCANO_SCHEDULER_CONF = DEFAULT_CONFIG_YAML
 NS = "bench"
 
 
@@ -231,13 +218,6 @@ def wait_for(what: str, cond: Callable[[], Any], deadline: float = DEADLINE, eve
 
 
 # --------------------------------------------------------------------------- the systems under test
-
-
-def _die_with_parent() -> None:
-    import ctypes
-    import signal
-
-    ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
 
 
 def _cpu(pid: int) -> float:
