@@ -73,6 +73,7 @@ class Session:
         self.node_offset = 0  # the rotating start of the >100-node search (§5.4)
         self.filters = None  # predicates.Filters when the predicates plugin is on
         self.check_pod_count = False
+        self.dynamic = None  # predicates.Dynamic: the filters that depend on the pods placed so far
         self.node_facts: list = []  # NodeFact per node index (static predicate input)
         self.scorers: list[Callable[[TaskState, NodeState], float]] = []
         self.score_cache: dict[tuple, dict[int, tuple[int, float]]] = {}

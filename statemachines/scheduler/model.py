@@ -66,6 +66,34 @@ def _parse_bool(value: str) -> bool | None:
     return None
 
 
+# The node lifecycle controller's taints for node conditions (TaintNodesByCondition, Kubernetes'
+# pkg/controller/nodelifecycle/node_lifecycle_controller.go nodeConditionToTaintKeyStatusMap).
+CONDITION_TAINTS = {
+    ("Ready", "False"): "node.kubernetes.io/not-ready",
+    ("Ready", "Unknown"): "node.kubernetes.io/unreachable",
+    ("MemoryPressure", "True"): "node.kubernetes.io/memory-pressure",
+    ("DiskPressure", "True"): "node.kubernetes.io/disk-pressure",
+    ("NetworkUnavailable", "True"): "node.kubernetes.io/network-unavailable",
+    ("PIDPressure", "True"): "node.kubernetes.io/pid-pressure",
+}
+
+
+def condition_taints(node: o.Node) -> tuple[o.Taint, ...]:
+    """The NoSchedule taints a node's conditions imply, where the node does not carry them yet.
+
+    Volcano's NodeInfo ignores node conditions and leaves them to taints (`pkg/scheduler/api/node_info.go`
+    setNodeState); on a cluster the lifecycle controller adds these taints as soon as it sees the
+    condition, so a snapshot caught in between is read as it will be a moment later."""
+    have = {t.key for t in node.spec.taints or ()}
+    out = []
+    for c in node.status.conditions or ():
+        key = CONDITION_TAINTS.get((c.type, c.status))
+        if key is not None and key not in have:
+            out.append(o.Taint(key=key, effect="NoSchedule"))
+            have.add(key)
+    return tuple(out)
+
+
 class NodeFact:
     __slots__ = ("name", "uid", "alloc", "max_pods", "labels", "taints", "unschedulable", "creation", "version")
 
@@ -76,7 +104,7 @@ class NodeFact:
         self.alloc = from_resource_list(node.status.allocatable, f"Node {meta.name} status.allocatable")
         self.max_pods = int(self.alloc.sc.get(PODS, 0.0))
         self.labels = dict(meta.labels or {})
-        self.taints = tuple(node.spec.taints or ())
+        self.taints = tuple(node.spec.taints or ()) + condition_taints(node)
         self.unschedulable = node.spec.unschedulable
         self.creation = meta.creation_timestamp or ""
         self.version = version  # the record seq that last changed it (static predicate cache key)
@@ -94,6 +122,7 @@ class QueueFact:
     __slots__ = (
         "name",
         "uid",
+        "resource_version",
         "weight",
         "capability",
         "guarantee",
@@ -111,6 +140,7 @@ class QueueFact:
         where = f"Queue {meta.name} spec"
         self.name = meta.name
         self.uid = meta.uid
+        self.resource_version = meta.resource_version
         self.weight = spec.weight
         self.capability = from_resource_list(spec.capability, f"{where}.capability") if spec.capability else None
         self.guarantee = from_resource_list(spec.guarantee.resource if spec.guarantee else None, f"{where}.guarantee")
@@ -165,6 +195,7 @@ class GroupFact:
         "namespace",
         "name",
         "uid",
+        "resource_version",
         "min_member",
         "min_task_member",
         "min_resources",
@@ -186,6 +217,7 @@ class GroupFact:
         self.name = meta.name
         self.key = f"{meta.namespace}/{meta.name}"
         self.uid = meta.uid
+        self.resource_version = meta.resource_version
         self.min_member = spec.min_member
         self.min_task_member = dict(spec.min_task_member or {})
         self.min_resources = (

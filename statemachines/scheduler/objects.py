@@ -23,6 +23,7 @@ class Meta(Struct, frozen=True, rename="camel", gc=False):
     name: str = ""
     namespace: str = ""
     uid: str = ""
+    resource_version: str = ""
     creation_timestamp: str | None = None
     deletion_timestamp: str | None = None
     labels: dict[str, str] | None = None
@@ -44,9 +45,15 @@ class NodeSpec(Struct, frozen=True, rename="camel", gc=False):
     taints: list[Taint] | None = None
 
 
+class NodeCondition(Struct, frozen=True, rename="camel", gc=False):
+    type: str = ""
+    status: str = ""
+
+
 class NodeStatus(Struct, frozen=True, rename="camel", gc=False):
     allocatable: Quantities | None = None
     capacity: Quantities | None = None
+    conditions: list[NodeCondition] | None = None
 
 
 class Node(Struct, frozen=True, tag_field="kind", tag="Node", rename="camel", gc=False):
@@ -127,10 +134,17 @@ class Requirements(Struct, frozen=True, rename="camel", gc=False):
     requests: Quantities | None = None
 
 
+class ContainerPort(Struct, frozen=True, rename="camel", gc=False):
+    host_port: int = 0
+    host_ip: str = msgspec.field(default="", name="hostIP")
+    protocol: str = ""
+
+
 class Container(Struct, frozen=True, rename="camel", gc=False):
     name: str = ""
     resources: Requirements = Requirements()
     restart_policy: str | None = None
+    ports: list[ContainerPort] | None = None
 
 
 class Requirement(Struct, frozen=True, rename="camel", gc=False):
@@ -150,10 +164,53 @@ class NodeSelector(Struct, frozen=True, rename="camel", gc=False):
 
 class NodeAffinity(Struct, frozen=True, rename="camel", gc=False):
     required_during_scheduling_ignored_during_execution: NodeSelector | None = None
+    preferred_during_scheduling_ignored_during_execution: list[Any] | None = None
+
+
+class LabelSelector(Struct, frozen=True, rename="camel", gc=False):
+    match_labels: dict[str, str] | None = None
+    match_expressions: list[Requirement] | None = None
+
+
+class PodAffinityTerm(Struct, frozen=True, rename="camel", gc=False):
+    label_selector: LabelSelector | None = None
+    namespaces: list[str] | None = None
+    topology_key: str = ""
+    namespace_selector: LabelSelector | None = None
+    match_label_keys: list[str] | None = None
+    mismatch_label_keys: list[str] | None = None
+
+
+class PodAffinity(Struct, frozen=True, rename="camel", gc=False):
+    """Pod affinity or anti-affinity (the same shape)."""
+
+    required_during_scheduling_ignored_during_execution: list[PodAffinityTerm] | None = None
+    preferred_during_scheduling_ignored_during_execution: list[Any] | None = None
 
 
 class Affinity(Struct, frozen=True, rename="camel", gc=False):
     node_affinity: NodeAffinity | None = None
+    pod_affinity: PodAffinity | None = None
+    pod_anti_affinity: PodAffinity | None = None
+
+
+class TopologySpreadConstraint(Struct, frozen=True, rename="camel", gc=False):
+    max_skew: int = 0
+    topology_key: str = ""
+    when_unsatisfiable: str = ""
+    label_selector: LabelSelector | None = None
+    min_domains: int | None = None
+    node_affinity_policy: str | None = None
+    node_taints_policy: str | None = None
+    match_label_keys: list[str] | None = None
+
+
+class Volume(Struct, frozen=True, rename="camel", gc=False):
+    """A volume, kept only as far as placement depends on it (claims need PVC/PV objects)."""
+
+    name: str = ""
+    persistent_volume_claim: Any = None
+    ephemeral: Any = None
 
 
 class Toleration(Struct, frozen=True, rename="camel", gc=False):
@@ -180,6 +237,9 @@ class PodSpec(Struct, frozen=True, rename="camel", gc=False):
     affinity: Affinity | None = None
     tolerations: list[Toleration] | None = None
     scheduling_gates: list[SchedulingGate] | None = None
+    topology_spread_constraints: list[TopologySpreadConstraint] | None = None
+    volumes: list[Volume] | None = None
+    resource_claims: list[Any] | None = None
 
 
 class PodConditionView(Struct, frozen=True, rename="camel", gc=False):

@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from statemachines.scheduler import objects as o
+from statemachines.scheduler.constraints import compile_constraints
 from statemachines.scheduler.model import (
     DEFAULT_MEMORY,
     DEFAULT_MILLI_CPU,
@@ -149,6 +150,9 @@ class TaskFact:
         "scalars",
         "score_sig",
         "scheduled_condition",
+        "labels",
+        "constraints",
+        "unevaluated",
     )
 
     def __init__(self, pod: o.Pod) -> None:
@@ -197,6 +201,8 @@ class TaskFact:
         self.scheduler_name = spec.scheduler_name
         self.scalars = tuple(sorted(self.req.sc.items()))
         self.score_sig = (self.req.key(), self.nz_cpu, self.nz_mem)
+        self.labels = labels
+        self.constraints, self.unevaluated = compile_constraints(spec, meta.namespace, labels)
         self.scheduled_condition: tuple[str, str] | None = None  # PodScheduled=False (reason, message)
         for cond in pod.status.conditions or ():
             if cond.type == "PodScheduled" and cond.status == "False":

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from statemachines.scheduler.fiterrors import (
     NODE_POD_NUMBER_EXCEEDED,
+    UNRESOLVABLE,
     UNSCHEDULABLE,
     FitError,
     FitErrors,
@@ -108,6 +109,7 @@ class Search:
             return [], fe
         want = num_to_find(total)
         static = self.static(task)
+        dynamic = ssn.dynamic.prepare(task.fact) if ssn.dynamic is not None else None
         pod_count = ssn.check_pod_count and not preempt
         if preempt:
             resource_check = False
@@ -138,10 +140,14 @@ class Search:
                 statuses: tuple = ()
                 if pod_count and node.fact.max_pods <= node.npods:
                     statuses = ((UNSCHEDULABLE, NODE_POD_NUMBER_EXCEEDED),)
-                if static is not None:
-                    st = static[node.index]
-                    if st is not None:
-                        statuses = statuses + (st,)
+                st = static[node.index] if static is not None else None
+                if st is not None:
+                    statuses = statuses + (st,)
+                elif dynamic is not None:
+                    found_statuses = dynamic(node)
+                    if preempt:  # evicting may lift an Unschedulable failure, never an unresolvable one
+                        found_statuses = tuple(s for s in found_statuses if s[0] == UNRESOLVABLE)
+                    statuses = statuses + found_statuses
                 if statuses:
                     error = fit_error(statuses)
             if error is not None:

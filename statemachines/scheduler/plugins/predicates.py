@@ -1,7 +1,11 @@
 """predicates plugin (`pkg/scheduler/plugins/predicates/predicates.go`, reference §5.4): the node filters.
 
 The dynamic checks run per evaluation: the pod count (`node(s) pod number exceeded`, status
-Unschedulable, evaluation continues). The stable filters depend only on the node object and
+Unschedulable, evaluation continues) first; after the stable filters, for a node that passed
+them, the filters that depend on the pods around: NodePorts (`plugins/ports.py`),
+InterPodAffinity (`plugins/interpod.py`) and PodTopologySpread DoNotSchedule
+(`plugins/spread.py`), in Volcano's filter order, each Unschedulable failure kept and an
+UnschedulableAndUnresolvable one ending the node's evaluation. The stable filters depend only on the node object and
 the pod's placement (nodeSelector, required node affinity, tolerations), so they are computed
 once per (placement, node) and session: NodeUnschedulable, NodeAffinity, TaintToleration, in
 that order; each failure is UnschedulableAndUnresolvable and ends the node's evaluation.
@@ -18,11 +22,16 @@ from statemachines.scheduler.fiterrors import (
     UNRESOLVABLE,
 )
 from statemachines.scheduler.framework import Session
+from statemachines.scheduler.plugins import ports
+from statemachines.scheduler.plugins.interpod import InterPod
+from statemachines.scheduler.plugins.spread import TopologySpread
+from statemachines.scheduler.labels import requirement
 from statemachines.scheduler.model import NodeFact
-from statemachines.scheduler.tasks import Placement
+from statemachines.scheduler.tasks import Placement, TaskFact
 
 NAME = "predicates"
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+NOT_EVALUATED = "vcbus's scheduler does not evaluate"
 
 
 class Filters:
@@ -50,12 +59,83 @@ class Filters:
         if self.node_affinity and not matches_affinity(placement, node):
             return (UNRESOLVABLE, NODE_AFFINITY)
         if self.taint_toleration:
-            for taint in node.taints:
-                if taint.effect not in ("NoSchedule", "NoExecute"):
-                    continue
-                if not tolerates(placement.tolerations, taint.key, taint.value, taint.effect):
-                    return (UNRESOLVABLE, f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}")
+            taint = untolerated(placement, node)
+            if taint is not None:
+                return (UNRESOLVABLE, f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}")
         return None
+
+
+class Dynamic:
+    """The filters that depend on the pods placed so far (NodePorts, InterPodAffinity, PodTopologySpread)."""
+
+    def __init__(self, ssn: Session, *, node_ports: bool = True, pod_affinity: bool = True,
+                 topology_spread: bool = True) -> None:
+        self.node_ports = node_ports
+        self.interpod = InterPod(ssn) if pod_affinity else None
+        self.spread = TopologySpread(ssn, node_included) if topology_spread else None
+        if self.interpod is not None or self.spread is not None:
+            ssn.allocate_handlers.append(lambda task: self.changed(task, 1))
+            ssn.deallocate_handlers.append(lambda task: self.changed(task, -1))
+
+    def changed(self, task, delta: int) -> None:
+        if self.interpod is not None:
+            self.interpod.changed(task, delta)
+        if self.spread is not None:
+            self.spread.changed(task, delta)
+
+    def applies(self, fact: TaskFact) -> bool:
+        """Whether any of these filters can fail a node for this task (else the node index answers)."""
+        if fact.constraints is not None:
+            return True
+        return self.interpod is not None and bool(self.interpod.existing(fact))
+
+    def prepare(self, fact: TaskFact):
+        """The task's per-node check (node -> statuses, () when it passes), or None when nothing applies."""
+        checks = []
+        if self.node_ports:
+            check = ports.prepare(fact)
+            if check is not None:
+                checks.append((check, False))
+        if self.interpod is not None:
+            check = self.interpod.prepare(fact)
+            if check is not None:
+                checks.append((check, True))
+        if self.spread is not None:
+            check = self.spread.prepare(fact)
+            if check is not None:
+                checks.append((check, True))
+        if not checks:
+            return None
+
+        def run(node) -> tuple:
+            statuses: tuple = ()
+            labels = node.fact.labels
+            for check, by_labels in checks:
+                status = check(labels) if by_labels else check(node)
+                if status is not None:
+                    statuses = statuses + (status,)
+                    if status[0] == UNRESOLVABLE:
+                        break
+            return statuses
+
+        return run
+
+
+def untolerated(placement: Placement, node: NodeFact):
+    """The first NoSchedule/NoExecute taint of the node the placement does not tolerate, or None."""
+    for taint in node.taints:
+        if taint.effect not in ("NoSchedule", "NoExecute"):
+            continue
+        if not tolerates(placement.tolerations, taint.key, taint.value, taint.effect):
+            return taint
+    return None
+
+
+def node_included(placement: Placement, node: NodeFact, honor_affinity: bool, honor_taints: bool) -> bool:
+    """PodTopologySpread's node inclusion policies."""
+    if honor_affinity and not matches_affinity(placement, node):
+        return False
+    return not (honor_taints and untolerated(placement, node) is not None)
 
 
 def tolerates(tolerations: tuple, key: str, value: str, effect: str) -> bool:
@@ -85,33 +165,17 @@ def matches_affinity(placement: Placement, node: NodeFact) -> bool:
     for expressions, fields in terms:
         if not expressions and not fields:
             continue  # an empty term matches nothing
-        if all(_requirement(labels, r) for r in expressions) and all(
-            _requirement({"metadata.name": node.name}, r) for r in fields
+        if all(requirement(labels, r) for r in expressions) and all(
+            requirement({"metadata.name": node.name}, r) for r in fields
         ):
             return True
     return False
 
 
-def _requirement(labels: dict[str, str], req: tuple[str, str, tuple[str, ...]]) -> bool:
-    key, operator, values = req
-    present = key in labels
-    if operator == "In":
-        return present and labels[key] in values
-    if operator == "NotIn":
-        return not present or labels[key] not in values
-    if operator == "Exists":
-        return present
-    if operator == "DoesNotExist":
-        return not present
-    if operator in ("Gt", "Lt"):
-        if not present or len(values) != 1:
-            return False
-        try:
-            have, want = int(labels[key]), int(values[0])
-        except ValueError:
-            return False
-        return have > want if operator == "Gt" else have < want
-    return False
+def unevaluated(task) -> str | None:
+    """PrePredicate: a pod asking for something vcbus does not evaluate waits, saying what."""
+    field = task.fact.unevaluated
+    return f"{NOT_EVALUATED} {field}" if field else None
 
 
 def open_plugin(ssn: Session, option: PluginOption) -> None:
@@ -123,5 +187,11 @@ def open_plugin(ssn: Session, option: PluginOption) -> None:
         taint_toleration=arg_bool(args, "predicate.TaintTolerationEnable", True),
     )
     ssn.check_pod_count = True
-    ssn.add("pre_predicate", NAME, lambda task: None)
+    ssn.dynamic = Dynamic(
+        ssn,
+        node_ports=arg_bool(args, "predicate.NodePortsEnable", True),
+        pod_affinity=arg_bool(args, "predicate.PodAffinityEnable", True),
+        topology_spread=arg_bool(args, "predicate.PodTopologySpreadEnable", True),
+    )
+    ssn.add("pre_predicate", NAME, unevaluated)
     ssn.add("predicate", NAME, lambda task, node: None)

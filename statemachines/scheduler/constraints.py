@@ -1,0 +1,130 @@
+"""What a pod asks of the pods around it: required pod affinity and anti-affinity, hard topology
+spread constraints and host ports, compiled once per pod record; and the first field that
+affects placement but that vcbus's scheduler does not evaluate.
+
+The shapes follow kube-scheduler's (`pkg/scheduler/framework/types.go` AffinityTerm,
+`plugins/podtopologyspread/common.go` topologySpreadConstraint, `plugins/nodeports`): a
+term's namespaces default to the pod's own, an empty namespaceSelector means every namespace,
+matchLabelKeys/mismatchLabelKeys add the pod's own label values to the selector.
+"""
+
+from __future__ import annotations
+
+from statemachines.scheduler import objects as o
+from statemachines.scheduler.labels import Selector, compile_selector, matches, with_label_keys
+
+
+class Term:
+    """One required pod (anti-)affinity term."""
+
+    __slots__ = ("namespaces", "selector", "topology_key", "key")
+
+    def __init__(self, namespaces: frozenset[str] | None, selector: Selector | None, topology_key: str) -> None:
+        self.namespaces = namespaces  # None: every namespace
+        self.selector = selector
+        self.topology_key = topology_key
+        self.key = (None if namespaces is None else tuple(sorted(namespaces)), selector, topology_key)
+
+    def matches(self, namespace: str, labels: dict[str, str]) -> bool:
+        if self.namespaces is not None and namespace not in self.namespaces:
+            return False
+        return matches(self.selector, labels)
+
+
+class Spread:
+    """One topology spread constraint with whenUnsatisfiable DoNotSchedule."""
+
+    __slots__ = ("max_skew", "topology_key", "selector", "min_domains", "honor_affinity", "honor_taints", "key")
+
+    def __init__(self, c: o.TopologySpreadConstraint, selector: Selector | None) -> None:
+        self.max_skew = c.max_skew
+        self.topology_key = c.topology_key
+        self.selector = selector
+        self.min_domains = c.min_domains if c.min_domains is not None else 1
+        self.honor_affinity = (c.node_affinity_policy or "Honor") == "Honor"
+        self.honor_taints = (c.node_taints_policy or "Ignore") == "Honor"
+        self.key = (self.max_skew, self.topology_key, selector, self.min_domains, self.honor_affinity, self.honor_taints)
+
+
+class Constraints:
+    """The pod's inter-pod constraints (None on the task when it has none)."""
+
+    __slots__ = ("affinity", "anti", "spread", "ports")
+
+    def __init__(self, affinity: tuple[Term, ...], anti: tuple[Term, ...], spread: tuple[Spread, ...],
+                 ports: tuple[tuple[str, str, int], ...]) -> None:
+        self.affinity = affinity
+        self.anti = anti
+        self.spread = spread
+        self.ports = ports  # (hostIP, protocol, hostPort)
+
+
+def _terms(raw: list[o.PodAffinityTerm] | None, namespace: str, labels: dict[str, str], where: str,
+           problems: list[str]) -> tuple[Term, ...]:
+    out = []
+    for i, term in enumerate(raw or ()):
+        ns_selector = term.namespace_selector
+        if ns_selector is not None and (ns_selector.match_labels or ns_selector.match_expressions):
+            problems.append(f"{where}[{i}].namespaceSelector")
+        if ns_selector is not None:
+            namespaces = None  # an empty namespaceSelector: every namespace
+        else:
+            namespaces = frozenset(term.namespaces or (namespace,))
+        selector = compile_selector(term.label_selector)
+        selector = with_label_keys(selector, labels, term.match_label_keys, "In")
+        selector = with_label_keys(selector, labels, term.mismatch_label_keys, "NotIn")
+        out.append(Term(namespaces, selector, term.topology_key))
+    return tuple(out)
+
+
+def host_ports(spec: o.PodSpec) -> tuple[tuple[str, str, int], ...]:
+    """The (hostIP, protocol, hostPort) a pod's containers claim (`GetContainerPorts`, hostPort > 0)."""
+    ports = []
+    for c in spec.containers or ():
+        for p in c.ports or ():
+            if p.host_port > 0:
+                ports.append((p.host_ip or "0.0.0.0", p.protocol or "TCP", p.host_port))
+    return tuple(ports)
+
+
+def compile_constraints(spec: o.PodSpec, namespace: str, labels: dict[str, str]) -> tuple[Constraints | None, str]:
+    """The pod's constraints, and the first placement field vcbus does not evaluate ("" if none)."""
+    problems: list[str] = []
+    affinity = spec.affinity
+    pod_aff = affinity.pod_affinity if affinity else None
+    pod_anti = affinity.pod_anti_affinity if affinity else None
+    node_aff = affinity.node_affinity if affinity else None
+    base = "spec.affinity"
+    if node_aff is not None and node_aff.preferred_during_scheduling_ignored_during_execution:
+        problems.append(f"{base}.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution")
+    required = "requiredDuringSchedulingIgnoredDuringExecution"
+    aff_terms = anti_terms = ()
+    if pod_aff is not None:
+        aff_terms = _terms(pod_aff.required_during_scheduling_ignored_during_execution, namespace, labels,
+                           f"{base}.podAffinity.{required}", problems)
+        if pod_aff.preferred_during_scheduling_ignored_during_execution:
+            problems.append(f"{base}.podAffinity.preferredDuringSchedulingIgnoredDuringExecution")
+    if pod_anti is not None:
+        anti_terms = _terms(pod_anti.required_during_scheduling_ignored_during_execution, namespace, labels,
+                            f"{base}.podAntiAffinity.{required}", problems)
+        if pod_anti.preferred_during_scheduling_ignored_during_execution:
+            problems.append(f"{base}.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution")
+    spread = []
+    for i, c in enumerate(spec.topology_spread_constraints or ()):
+        if c.when_unsatisfiable != "DoNotSchedule":
+            problems.append(f"spec.topologySpreadConstraints[{i}].whenUnsatisfiable: {c.when_unsatisfiable}")
+            continue
+        selector = with_label_keys(compile_selector(c.label_selector), labels, c.match_label_keys, "In")
+        spread.append(Spread(c, selector))
+    for i, v in enumerate(spec.volumes or ()):
+        if v.persistent_volume_claim is not None:
+            problems.append(f"spec.volumes[{i}].persistentVolumeClaim")
+        elif v.ephemeral is not None:
+            problems.append(f"spec.volumes[{i}].ephemeral")
+    if spec.resource_claims:
+        problems.append("spec.resourceClaims")
+    ports = host_ports(spec)
+    constraints = None
+    if aff_terms or anti_terms or spread or ports:
+        constraints = Constraints(aff_terms, anti_terms, tuple(spread), ports)
+    return constraints, problems[0] if problems else ""

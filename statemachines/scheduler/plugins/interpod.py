@@ -1,0 +1,185 @@
+"""InterPodAffinity's filter (kube-scheduler `pkg/scheduler/framework/plugins/interpodaffinity/filtering.go`),
+over the session's pods: those on nodes at open and those placed since (allocated or pipelined),
+so tasks placed earlier in the session, of the same gang or another, count at once.
+
+A pod counts while it is on a node and not being deleted (a pod the session evicts stops
+counting, as Volcano's DeallocateFunc removes it from the node's pods). Counts are kept
+incrementally: per distinct required term set of an incoming pod, the pods matching it per
+(topology key, value) of their nodes; per distinct anti-affinity term of a placed pod, where
+its holders are. Terms are bucketed by a label every match must carry, so placing a pod
+touches only the terms it could match. The three checks and their statuses are kube-scheduler's:
+affinity (UnschedulableAndUnresolvable), the pod's anti-affinity and the existing pods'
+anti-affinity (Unschedulable).
+"""
+
+from __future__ import annotations
+
+from statemachines.scheduler.constraints import Term
+from statemachines.scheduler.fiterrors import UNRESOLVABLE, UNSCHEDULABLE
+from statemachines.scheduler.labels import anchor
+from statemachines.scheduler.model import RELEASING
+
+AFFINITY = "node(s) didn't match pod affinity rules"
+ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
+EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
+
+
+class Counts:
+    """Pods matching every one of `terms`, per (topology key, value) of their node."""
+
+    __slots__ = ("terms", "keys", "pairs")
+
+    def __init__(self, terms: tuple[Term, ...]) -> None:
+        self.terms = terms
+        self.keys = tuple(dict.fromkeys(t.topology_key for t in terms))
+        self.pairs: dict[tuple[str, str], int] = {}
+
+    def matches(self, fact) -> bool:
+        for term in self.terms:
+            if not term.matches(fact.namespace, fact.labels):
+                return False
+        return True
+
+    def add(self, labels: dict[str, str], delta: int) -> None:
+        pairs = self.pairs
+        for key in self.keys:
+            value = labels.get(key)
+            if value is None:
+                continue
+            pair = (key, value)
+            n = pairs.get(pair, 0) + delta
+            if n:
+                pairs[pair] = n
+            else:
+                pairs.pop(pair, None)
+
+
+class Buckets:
+    """Items keyed by a selector's anchor label, found again from a pod's labels."""
+
+    __slots__ = ("by_label", "general")
+
+    def __init__(self) -> None:
+        self.by_label: dict[tuple[str, str], list] = {}
+        self.general: list = []
+
+    def add(self, selector, item) -> None:
+        label = anchor(selector)
+        if label is None:
+            self.general.append(item)
+        else:
+            self.by_label.setdefault(label, []).append(item)
+
+    def candidates(self, labels: dict[str, str]) -> list:
+        by_label = self.by_label
+        if not by_label:
+            return self.general
+        out = list(self.general)
+        for pair in labels.items():
+            items = by_label.get(pair)
+            if items:
+                out.extend(items)
+        return out
+
+    def __bool__(self) -> bool:
+        return bool(self.by_label or self.general)
+
+
+class InterPod:
+    """The session's inter-pod affinity counts (one per session, fed by the allocate events)."""
+
+    def __init__(self, ssn) -> None:
+        self.ssn = ssn
+        self.counts: dict[tuple, Counts] = {}
+        self.count_buckets = Buckets()
+        self.holders: dict[tuple, Counts] = {}  # anti-affinity term key -> where its holders are
+        self.holder_buckets = Buckets()
+        for node in ssn.node_list:
+            for task in node.tasks.values():
+                if task.status != RELEASING:
+                    self._holder(task, node.fact.labels, 1)
+
+    def _counts(self, terms: tuple[Term, ...]) -> Counts:
+        key = tuple(t.key for t in terms)
+        counts = self.counts.get(key)
+        if counts is None:
+            counts = self.counts[key] = Counts(terms)
+            for node in self.ssn.node_list:
+                labels = node.fact.labels
+                for task in node.tasks.values():
+                    if task.status != RELEASING and counts.matches(task.fact):
+                        counts.add(labels, 1)
+            self.count_buckets.add(terms[0].selector, counts)  # a match matches every term, the first too
+        return counts
+
+    def _holder(self, task, labels: dict[str, str], delta: int) -> None:
+        constraints = task.fact.constraints
+        if constraints is None or not constraints.anti:
+            return
+        for term in constraints.anti:
+            holder = self.holders.get(term.key)
+            if holder is None:
+                holder = self.holders[term.key] = Counts((term,))
+                self.holder_buckets.add(term.selector, holder)
+            holder.add(labels, delta)
+
+    def changed(self, task, delta: int) -> None:
+        """A task was placed on (+1) or left (-1) its node (`task.node`)."""
+        node = self.ssn.nodes.get(task.node)
+        if node is None:
+            return
+        labels = node.fact.labels
+        fact = task.fact
+        for counts in self.count_buckets.candidates(fact.labels):
+            if counts.matches(fact):
+                counts.add(labels, delta)
+        self._holder(task, labels, delta)
+
+    def existing(self, fact) -> list[tuple[str, str]]:
+        """The (key, value) pairs where a placed pod's anti-affinity term matches this pod."""
+        out = []
+        for holder in self.holder_buckets.candidates(fact.labels):
+            if holder.pairs and holder.matches(fact):
+                out.extend(holder.pairs)
+        return out
+
+    def prepare(self, fact):
+        """kube-scheduler's PreFilter for one task: a per-node check, or None when nothing applies."""
+        forbidden = self.existing(fact)
+        constraints = fact.constraints
+        affinity = anti = None
+        first_of_series = False
+        if constraints is not None:
+            if constraints.affinity:
+                affinity = self._counts(constraints.affinity)
+                first_of_series = not affinity.pairs and affinity.matches(fact)
+            if constraints.anti:
+                anti = [(t.topology_key, self._counts((t,)).pairs) for t in constraints.anti]
+        if affinity is None and not anti and not forbidden:
+            return None
+        forbidden_set = set(forbidden)
+
+        def check(labels: dict[str, str]) -> tuple[int, str] | None:
+            if affinity is not None:
+                pairs = affinity.pairs
+                exist = True
+                for term in affinity.terms:
+                    value = labels.get(term.topology_key)
+                    if value is None:
+                        return (UNRESOLVABLE, AFFINITY)
+                    if pairs.get((term.topology_key, value), 0) <= 0:
+                        exist = False
+                if not exist and not first_of_series:
+                    return (UNRESOLVABLE, AFFINITY)
+            if anti:
+                for key, pairs in anti:
+                    value = labels.get(key)
+                    if value is not None and pairs.get((key, value), 0) > 0:
+                        return (UNSCHEDULABLE, ANTI_AFFINITY)
+            if forbidden_set:
+                for pair in labels.items():
+                    if pair in forbidden_set:
+                        return (UNSCHEDULABLE, EXISTING_ANTI_AFFINITY)
+            return None
+
+        return check

@@ -1,0 +1,114 @@
+"""PodTopologySpread's filter for whenUnsatisfiable DoNotSchedule (kube-scheduler
+`pkg/scheduler/framework/plugins/podtopologyspread/filtering.go`).
+
+Per constraint the domains are the values of its topology key on the eligible nodes: nodes
+carrying every constraint's key and, under the default inclusion policies, matching the pod's
+nodeSelector and required node affinity (nodeAffinityPolicy Honor) whatever their taints
+(nodeTaintsPolicy Ignore). A domain's count is the pods of the pod's namespace matching the
+selector, not being deleted, on its eligible nodes. A node fails when its domain's count, plus
+one if the pod matches its own selector, exceeds the smallest domain's count by more than
+maxSkew (the smallest is 0 while there are fewer domains than minDomains). Per-node match
+counts are kept incrementally from the session's allocate events.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from statemachines.scheduler.fiterrors import UNRESOLVABLE, UNSCHEDULABLE
+from statemachines.scheduler.labels import matches
+from statemachines.scheduler.model import RELEASING
+from statemachines.scheduler.plugins.interpod import Buckets
+
+CONSTRAINTS = "node(s) didn't match pod topology spread constraints"
+MISSING_LABEL = CONSTRAINTS + " (missing required label)"
+
+
+class NodeCounts:
+    """Pods of one namespace matching one selector, per node index."""
+
+    __slots__ = ("namespace", "selector", "nodes")
+
+    def __init__(self, namespace: str, selector, size: int) -> None:
+        self.namespace = namespace
+        self.selector = selector
+        self.nodes = [0] * size
+
+    def matches(self, fact) -> bool:
+        return fact.namespace == self.namespace and matches(self.selector, fact.labels)
+
+
+class TopologySpread:
+    def __init__(self, ssn, node_included: Callable[..., bool]) -> None:
+        self.ssn = ssn
+        self.node_included = node_included  # (placement, node fact, honor affinity, honor taints) -> bool
+        self.counts: dict[tuple, NodeCounts] = {}
+        self.buckets = Buckets()
+        self.eligible: dict[tuple, list] = {}
+
+    def _counts(self, namespace: str, selector) -> NodeCounts:
+        key = (namespace, selector)
+        counts = self.counts.get(key)
+        if counts is None:
+            nodes = self.ssn.node_list
+            counts = self.counts[key] = NodeCounts(namespace, selector, len(nodes))
+            for node in nodes:
+                n = 0
+                for task in node.tasks.values():
+                    if task.status != RELEASING and counts.matches(task.fact):
+                        n += 1
+                counts.nodes[node.index] = n
+            self.buckets.add(selector, counts)
+        return counts
+
+    def changed(self, task, delta: int) -> None:
+        node = self.ssn.nodes.get(task.node)
+        if node is None or not self.buckets:
+            return
+        fact = task.fact
+        for counts in self.buckets.candidates(fact.labels):
+            if counts.matches(fact):
+                counts.nodes[node.index] += delta
+
+    def _eligible(self, fact, keys: tuple[str, ...], honor_affinity: bool, honor_taints: bool) -> list:
+        placement = fact.placement
+        key = (placement.key, keys, honor_affinity, honor_taints)
+        nodes = self.eligible.get(key)
+        if nodes is None:
+            nodes = self.eligible[key] = [
+                node
+                for node in self.ssn.node_list
+                if all(k in node.fact.labels for k in keys)
+                and self.node_included(placement, node.fact, honor_affinity, honor_taints)
+            ]
+        return nodes
+
+    def prepare(self, fact):
+        """The per-node check of this task's hard constraints, or None when it has none."""
+        constraints = fact.constraints
+        if constraints is None or not constraints.spread:
+            return None
+        keys = tuple(dict.fromkeys(s.topology_key for s in constraints.spread))
+        prepared = []
+        for s in constraints.spread:
+            counts = self._counts(fact.namespace, s.selector).nodes
+            domains: dict[str, int] = {}
+            for node in self._eligible(fact, keys, s.honor_affinity, s.honor_taints):
+                value = node.fact.labels[s.topology_key]
+                domains[value] = domains.get(value, 0) + counts[node.index]
+            least = min(domains.values()) if domains else 0
+            if len(domains) < s.min_domains:
+                least = 0
+            own = 1 if matches(s.selector, fact.labels) else 0
+            prepared.append((s.topology_key, s.max_skew + least - own, domains))
+
+        def check(labels: dict[str, str]) -> tuple[int, str] | None:
+            for key, limit, domains in prepared:
+                value = labels.get(key)
+                if value is None:
+                    return (UNRESOLVABLE, MISSING_LABEL)
+                if domains.get(value, 0) > limit:
+                    return (UNSCHEDULABLE, CONSTRAINTS)
+            return None
+
+        return check
