@@ -397,8 +397,11 @@ class ActuatorService:
 
     @staticmethod
     async def _ack(msgs: list[Any]) -> None:
+        # A plain ack, not waited for (`ack_sync`: one more message each way per command): one the server
+        # never gets (its connection lost) brings the command back after ACK_WAIT, applied again
+        # idempotently, as after a crash.
         for msg in msgs:
-            await msg.ack_sync()
+            await msg.ack()
 
     async def _apply(self, item: Item) -> str:
         """Apply one command; transient failures retried with jittered backoff (tenacity) until `stop`."""

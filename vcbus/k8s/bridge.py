@@ -25,9 +25,10 @@ position (resourceVersion, and the objects it knows, trimmed to apiVersion,
 kind and metadata — enough to publish a DELETED for an object that vanished
 while the bridge was away) is stored in the KV bucket `vcbus_bridge`, one key
 per resource (`<resource>.<namespace>` for a namespaced resource watched in
-one namespace): whenever the watch goes quiet (`idle_flush`), and at most once
-every `SAVE_EVERY` seconds while events keep coming, since the position holds
-every known object and costs in proportion to them. A restarted bridge resumes
+one namespace): at most once every `SAVE_EVERY` seconds, when the watch goes
+quiet (`idle_flush`) or while events keep coming, since the position holds
+every known object and costs in proportion to them (a burst of pods that goes
+quiet every few milliseconds would otherwise store all of it each time). A restarted bridge resumes
 from there: it publishes again at most what came after the last save, and
 JetStream drops those records as duplicates (the same `Nats-Msg-Id`, within
 the stream's duplicate window). A large position is stored compressed, and one
@@ -264,10 +265,10 @@ class Bridge:
             await publisher.flush()
             self.published += pending
             pending = 0
-            if event is None or loop.time() - saved_at >= SAVE_EVERY:
+            if loop.time() - saved_at >= SAVE_EVERY:
                 saved, saved_at = await self._save(kv, key, watcher), loop.time()
-        elif event is None and watcher.resource_version != saved:
-            # quiet, or bookmarks moved the position: keep it
+        elif event is None and watcher.resource_version != saved and loop.time() - saved_at >= SAVE_EVERY:
+            # quiet, or bookmarks moved the position: keep it (the loop comes back every idle_flush until then)
             saved, saved_at = await self._save(kv, key, watcher), loop.time()
         if not pending:
             self._listed(resource, watcher)

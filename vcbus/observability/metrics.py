@@ -82,13 +82,25 @@ API_RETRY_WAIT = Counter(
 )
 
 
+_children: dict[tuple, Any] = {}  # (metric, *label values) -> its child: `labels()` costs a lock and checks each call
+
+
+def _child(metric: Any, *values: str) -> Any:
+    """`metric.labels(*values)`, looked up once (the values here are output type names and results: few)."""
+    key = (id(metric), *values)
+    child = _children.get(key)
+    if child is None:
+        child = _children[key] = metric.labels(*values)
+    return child
+
+
 def decided(out: Any, *, command: bool) -> None:
     """One stored output of the decider (called once per output of a decided record)."""
-    DECISIONS.labels("command" if command else "event", type(out).__name__).inc()
+    _child(DECISIONS, "command" if command else "event", type(out).__name__).inc()
 
 
 def command_result(command: Any, result: str) -> None:
-    COMMANDS.labels(type(command).__name__, result).inc()
+    _child(COMMANDS, type(command).__name__, result).inc()
 
 
 def admission(path: str, allowed: bool, seconds: float) -> None:
