@@ -13,7 +13,8 @@ assumes its binds before the API server confirms them (`pkg/scheduler/cache/cach
   is dropped, the way Volcano resyncs a task whose bind failed.
 - EvictPod: the pod is `Releasing` until a record shows it terminating or gone.
 - UpdatePodGroupStatus / UpdateQueueStatus / CreateQueue: the object as written, until its
-  next record.
+  next record; a status computed for another incarnation (its `uid`) is not assumed on the
+  object now under that name (the actuator does not write it either).
 - RecordEvent / UpdatePodCondition: remembered per object and channel, so the next
   session repeats nothing it already said (Volcano re-emits every second and relies on
   Kubernetes' event aggregation).
@@ -205,11 +206,11 @@ class SchedulerCache:
             elif isinstance(o, out.UpdatePodGroupStatus):
                 key = f"{ns}/{o.name}"
                 group = self.groups.get(key)
-                if group is not None:
+                if group is not None and not (o.uid and group.uid != o.uid):  # not onto a re-created PodGroup
                     self.groups[key] = group.with_status(o.status)
             elif isinstance(o, out.UpdateQueueStatus):
                 queue = self.queues.get(o.queue)
-                if queue is not None:
+                if queue is not None and not (o.uid and queue.uid and queue.uid != o.uid):
                     self.queues[o.queue] = queue.with_status(o.state, o.allocated)
             elif isinstance(o, out.CreateQueue):
                 if o.queue not in self.queues:

@@ -335,8 +335,13 @@ class CreatePVC(Output, tag="cmd.pvc.create.v1", kw_only=True):
 
 
 class UpdateJobStatus(Output, tag="cmd.job.status.v1", kw_only=True):
+    """Replace the vcjob's status. `uid` and `resource_version` name the vcjob it was computed from:
+    a vcjob of another uid (deleted and re-created under the name) is not written."""
+
     status: JobStatus
     job_version: int = 0
+    uid: str = ""
+    resource_version: str = ""
 
 
 class DeleteBusCommand(Output, tag="cmd.command.delete.v1", kw_only=True):
@@ -404,16 +409,21 @@ class UpdatePodGroupStatus(Output, tag="cmd.podgroup.status.v1", kw_only=True):
 
     name: str
     status: dict[str, Any]  # phase, conditions, running, succeeded, failed (PodGroup status as on the API)
+    uid: str = ""  # the PodGroup the session computed it from: another incarnation of the name is not written
+    resource_version: str = ""  # that PodGroup's resourceVersion as the session saw it
 
 
 class UpdateQueueStatus(Output, tag="cmd.queue.status.v1", kw_only=True):
     """Merge-patch a Queue's status (job `_/<queue>`): the scheduler writes `allocated`;
-    the queue controller writes `state` and the PodGroup counts. Fields left None are not touched."""
+    the queue controller writes `state` and the PodGroup counts. Fields left None are not touched.
+    `uid`/`resource_version`: the Queue it was computed from (another incarnation is not written)."""
 
     queue: str
     state: str | None = None
     allocated: dict[str, str] | None = None  # Kubernetes quantity strings
     counts: dict[str, int] | None = None  # pending, running, inqueue, unknown, completed
+    uid: str = ""
+    resource_version: str = ""
 
 
 class CreateQueue(Output, tag="cmd.queue.create.v1", kw_only=True):

@@ -69,7 +69,9 @@ def write_status(ctx: JobContext, entry: JobEntry, status: JobStatus, action: st
             del trail[:-64]
     # ctx.emit, inlined: a pair of these for most pod records
     out, key, seq, now = ctx.out, entry.key, ctx.seq, ctx.now
-    out.append(o.UpdateJobStatus(job=key, seq=seq, time=now, status=status, job_version=status.version))
+    meta = entry.job.metadata if entry.job is not None else None  # the vcjob it was computed from
+    out.append(o.UpdateJobStatus(job=key, seq=seq, time=now, status=status, job_version=status.version,
+                                 uid=meta.uid if meta else "", resource_version=meta.resource_version if meta else ""))
     out.append(o.StatusChanged(job=key, seq=seq, time=now, status=status))
     if status.state.phase != old_phase:
         out.append(  # ctx.emit, inlined as well

@@ -67,12 +67,13 @@ Status = tuple[str, tuple[int, ...]]  # (state, counts in COUNT_FIELDS order)
 
 
 class QueueEntry:
-    __slots__ = ("name", "key", "uid", "parent", "state", "counts", "trail", "closed_by_parent")
+    __slots__ = ("name", "key", "uid", "resource_version", "parent", "state", "counts", "trail", "closed_by_parent")
 
-    def __init__(self, name: str, uid: str, parent: str, recorded: Status) -> None:
+    def __init__(self, name: str, uid: str, parent: str, recorded: Status, resource_version: str = "") -> None:
         self.name = name
         self.key = queue_key(name)  # the outputs' `job`
         self.uid = uid
+        self.resource_version = resource_version  # of the last Queue record: what a status write was computed from
         self.parent = parent
         self.state, self.counts = recorded
         self.trail: list[Status] = [recorded]  # the last recorded status, then our writes since
@@ -144,10 +145,12 @@ class QueueController:
         entry = self.queues.get(name)
         annotation = (meta.annotations or {}).get(CLOSED_BY_PARENT)
         if entry is None or (entry.uid and meta.uid and entry.uid != meta.uid):
-            entry = self.queues[name] = QueueEntry(name, meta.uid, q.spec.parent, recorded)
+            entry = self.queues[name] = QueueEntry(name, meta.uid, q.spec.parent, recorded, meta.resource_version)
             entry.closed_by_parent = annotation == "true"
             self.request(name, SYNC_QUEUE, OUT_OF_SYNC)
             return
+        entry.uid = entry.uid or meta.uid
+        entry.resource_version = meta.resource_version
         self._observe(entry, recorded)
         if annotation is not None:
             entry.closed_by_parent = annotation == "true"
@@ -262,6 +265,8 @@ class QueueController:
             queue=name,
             state=state,
             counts=dict(zip(COUNT_FIELDS, new_counts)) if counts is not None else None,
+            uid=entry.uid,
+            resource_version=entry.resource_version,
         ))
         if old == state:
             return False

@@ -187,7 +187,8 @@ def _close(ssn: Session) -> SessionResult:
         owner = job.fact.owner
         status = close.status_dict(job)
         if changed:
-            outputs.append(out.UpdatePodGroupStatus(job=owner, seq=seq, time=time, name=job.name, status=status))
+            outputs.append(out.UpdatePodGroupStatus(job=owner, seq=seq, time=time, name=job.name, status=status,
+                                                    uid=job.fact.uid, resource_version=job.fact.resource_version))
             new_unschedulable = _condition(job.conditions, close.UNSCHEDULABLE)
             if new_unschedulable is not None and (
                 old_unschedulable is None or (old_unschedulable.reason, old_unschedulable.message)
@@ -228,7 +229,8 @@ def _close(ssn: Session) -> SessionResult:
     for name, queue in ssn.queues.items():
         quantities = close.allocated_quantities(allocated[name])
         if close.queue_status_changed(queue.fact.allocated, quantities):
-            outputs.append(out.UpdateQueueStatus(job=f"_/{name}", seq=seq, time=time, queue=name, allocated=quantities))
+            outputs.append(out.UpdateQueueStatus(job=f"_/{name}", seq=seq, time=time, queue=name, allocated=quantities,
+                                                 uid=queue.fact.uid, resource_version=queue.fact.resource_version))
         queues.append({
             "name": name,
             "state": queue.state,

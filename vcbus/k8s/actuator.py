@@ -10,6 +10,9 @@ after a crash between apply and ack:
   `status.version` is dropped (its incarnation was killed meanwhile);
 - the status is replaced as a whole (JSON patch on the status subresource) and
   an older status version never overwrites a newer one;
+- every status write (vcjob, PodGroup, Queue) names the uid of the object it
+  was computed from: an object of that name with another uid (deleted and
+  re-created meanwhile) is not written (counted in `stale`, result "dropped");
 - conflicts are retried.
 
 A status write also refreshes the status-mounter ConfigMap of the job (the
@@ -88,6 +91,7 @@ class Actuator(SchedulerCommands, EventRecording):
         self.applied = 0
         self.dropped = 0
         self.refused = 0
+        self.stale = 0  # status writes refused: computed for another incarnation of the object (its uid)
 
     # ------------------------------------------------------------------ entry point
 
@@ -135,6 +139,14 @@ class Actuator(SchedulerCommands, EventRecording):
         if any(owner == name for owner, _ in job_owners(obj)):
             return
         require_owned(obj, kind, ns, name, self._job(ns, name), gone_ok=True)  # refused: it says why
+
+    def _stale(self, cmd: o.Output, kind: str, name: str, live_uid: str) -> str:
+        """A status write computed for an object that is not the one under its name now: refused, counted."""
+        self.stale += 1
+        log.info("actuator: %s for %s refused: computed for %s %s uid %s (resourceVersion %s), the live one is uid %s",
+                 type(cmd).__name__, cmd.job, kind, name, getattr(cmd, "uid", ""), getattr(cmd, "resource_version", "") or "-",
+                 live_uid)
+        return "dropped"
 
     @staticmethod
     def _version(job: dict | None) -> int:
@@ -324,6 +336,8 @@ class Actuator(SchedulerCommands, EventRecording):
             job = self._job(ns, name)
             if job is None:
                 return "dropped"
+            if cmd.uid and job["metadata"].get("uid") != cmd.uid:  # deleted and re-created meanwhile
+                return self._stale(cmd, "vcjob", f"{ns}/{name}", job["metadata"].get("uid", ""))
             if cmd.status.version < self._version(job):
                 return "dropped"
             patch = [

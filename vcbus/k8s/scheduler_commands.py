@@ -22,11 +22,16 @@ redelivery:
   only when they change; lastTransitionTime is the command's time when the
   status changes, else kept (`podutil.UpdatePodCondition`). A pod bound
   meanwhile is not marked unschedulable.
-- UpdatePodGroupStatus merge-patches the PodGroup object (its CRD has no
-  status subresource): the fields given, and null for the PodGroup status
-  fields left out, so the status is replaced as Volcano's Update replaces it.
+- UpdatePodGroupStatus JSON-patches the PodGroup object (its CRD has no
+  status subresource): `/status` replaced whole, as Volcano's Update replaces
+  it, with a `test` of the uid the session computed it from (`cmd.uid`).
 - UpdateQueueStatus writes only the fields given, on the status subresource;
-  `allocated` is replaced whole (a resource that drops out goes).
+  `allocated` is replaced whole (a resource that drops out goes); a `test` of
+  `cmd.uid` in the same patch.
+- A status write computed for another incarnation than the object now under
+  its name (uid differs: deleted and re-created meanwhile) is refused: counted
+  (`stale`), logged, "dropped". Volcano's scheduler updates the object of its
+  cache, and the API server refuses that update once the object is replaced.
 - CreateQueue: AlreadyExists is done. DeleteJob: uid precondition, foreground
   propagation; NotFound (or another incarnation) is done; a DeleteJob without a
   uid is refused.
@@ -36,8 +41,8 @@ pod for a scheduler vcbus serves (`spec.schedulerName` in `scheduler_names`,
 `volcano`): anything else is refused (vcbus.k8s.ownership). UpdatePodGroupStatus
 reads the PodGroup first: one owned by a vcjob must be the command key's live
 vcjob's, one of no vcjob must be the key's own PodGroup (`<ns>/<podgroup>`, as
-the scheduler names it); the patch carries the uid it read (a PodGroup replaced
-meanwhile is not written: the API server refuses a uid change).
+the scheduler names it); the patch tests the uid it read (a PodGroup replaced
+meanwhile is not written).
 """
 
 from __future__ import annotations
@@ -67,6 +72,11 @@ QUEUE_COUNTS = ("pending", "running", "inqueue", "unknown", "completed")
 
 def _status(err: ApiException) -> int:
     return int(getattr(err, "status", 0) or 0)
+
+
+def uid_test(uid: str) -> dict[str, str]:
+    """The JSON-patch op that makes a patch apply only to the incarnation `uid` of its object."""
+    return {"op": "test", "path": "/metadata/uid", "value": uid}
 
 
 def _condition(pod: Any, kind: str) -> Any:
@@ -99,6 +109,9 @@ class SchedulerCommands:
         raise NotImplementedError
 
     def _podgroup(self, ns: str, name: str) -> dict | None:  # provided by Actuator
+        raise NotImplementedError
+
+    def _stale(self, cmd: o.Output, kind: str, name: str, live_uid: str) -> str:  # provided by Actuator
         raise NotImplementedError
 
     def _pod(self, ns: str, name: str, uid: str = "") -> Any:
@@ -208,28 +221,33 @@ class SchedulerCommands:
 
     def _UpdatePodGroupStatus(self, ns: str, name: str, cmd: o.UpdatePodGroupStatus, index: int) -> str:
         # Whose PodGroup (vcbus.k8s.ownership): a vcjob's must be the key's live vcjob's; one of no
-        # vcjob (a plain workload's) is named under its own key. The patch carries the uid read, so a
-        # PodGroup replaced meanwhile is not written (409).
+        # vcjob (a plain workload's) is named under its own key. Which incarnation: the one the
+        # session computed the status from (`cmd.uid`), else the one read; the patch tests that uid,
+        # so a PodGroup re-created between the read and the write is not written either.
         pg = self._podgroup(ns, cmd.name)
         if pg is None:
             return "done"
+        live_uid = pg["metadata"].get("uid", "")
+        if cmd.uid and live_uid != cmd.uid:
+            return self._stale(cmd, "PodGroup", f"{ns}/{cmd.name}", live_uid)
         if not check_object(pg, "PodGroup", ns, name, lambda: self._job(ns, name),
                             lambda: require_own_key(pg, "PodGroup", ns, name)):
             return "dropped"  # a leftover of a vcjob that is gone
-        status: dict[str, Any] = {k: None for k in PODGROUP_STATUS_FIELDS}
-        status.update(cmd.status)
-        body = {"metadata": {"uid": pg["metadata"]["uid"]}, "status": status}
+        status = {k: v for k, v in cmd.status.items() if k in PODGROUP_STATUS_FIELDS and v is not None}
+        patch = [uid_test(live_uid), {"op": "add", "path": "/status", "value": status}]  # the status replaced whole
         try:
             self.custom.patch_namespaced_custom_object(
-                PG_GROUP, PG_VERSION, ns, PG_PLURAL, cmd.name, body, _content_type=MERGE_PATCH
+                PG_GROUP, PG_VERSION, ns, PG_PLURAL, cmd.name, patch, _content_type=JSON_PATCH
             )
         except ApiException as err:
             if _status(err) == 404:
                 return "done"
-            if _status(err) == 422:  # the uid is immutable: a PodGroup replaced meanwhile is refused so
+            if _status(err) == 422:  # the uid test failed: replaced since the read
                 now = self._podgroup(ns, cmd.name)
-                if now is None or now["metadata"].get("uid") != pg["metadata"]["uid"]:
-                    return "done"  # not the PodGroup that was checked: its status is not ours to write
+                if now is None:
+                    return "done"
+                if now["metadata"].get("uid") != live_uid:
+                    return self._stale(cmd, "PodGroup", f"{ns}/{cmd.name}", now["metadata"].get("uid", ""))
             raise
         return "applied"
 
@@ -249,7 +267,9 @@ class SchedulerCommands:
             return "done"
         # JSON patch `add` replaces each field whole (a merge patch would merge `allocated`
         # per resource); it needs /status to exist, so a queue without one gets a merge patch.
-        ops = [{"op": "add", "path": f"/status/{key}", "value": value} for key, value in fields.items()]
+        # The queue it was computed from (`cmd.uid`) is tested in the same request.
+        tests = [uid_test(cmd.uid)] if cmd.uid else []
+        ops = tests + [{"op": "add", "path": f"/status/{key}", "value": value} for key, value in fields.items()]
         try:
             self.custom.patch_cluster_custom_object_status(
                 PG_GROUP, PG_VERSION, QUEUE_PLURAL, cmd.queue, ops, _content_type=JSON_PATCH
@@ -258,8 +278,18 @@ class SchedulerCommands:
         except ApiException as err:
             if _status(err) == 404:
                 return "done"
-            if _status(err) != 422:  # 422: no /status to add to (or an invalid value: the merge patch says)
+            if _status(err) != 422:  # 422: the uid test failed, no /status to add to, or an invalid value
                 raise
+        if cmd.uid:  # which of them: another queue of that name is not written
+            try:
+                live = self.custom.get_cluster_custom_object(PG_GROUP, PG_VERSION, QUEUE_PLURAL, cmd.queue)
+            except ApiException as err:
+                if _status(err) == 404:
+                    return "done"
+                raise
+            live_uid = (live.get("metadata") or {}).get("uid", "")
+            if live_uid != cmd.uid:
+                return self._stale(cmd, "Queue", cmd.queue, live_uid)
         try:
             self.custom.patch_cluster_custom_object_status(
                 PG_GROUP, PG_VERSION, QUEUE_PLURAL, cmd.queue, {"status": fields}, _content_type=MERGE_PATCH
