@@ -22,8 +22,9 @@ A record's path, top-down:
   adopted, compared with ours (`Divergence`) and their versions followed; they
   never drive decisions.
 
-Volcano's other controllers (statemachines/queues/, garbagecollector.py) fold
-the same records beside it.
+Volcano's other controllers (statemachines/queues/, garbagecollector.py,
+statemachines/podgroups/: PodGroups for pods no vcjob made) fold the same
+records beside it.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from statemachines.model.record_time import object_time
 from statemachines.model.records import Decoded, Ignored, TimerRecord
 from statemachines.model.status import JobStatus
 from statemachines.model.timefmt import ZERO_TIME, normalize
+from statemachines.podgroups.controller import SCHEDULER_NAMES, PodGroupController
 from statemachines.queues.controller import QueueController
 from statemachines.queues.fold import QueuesElsewhere
 from statemachines.timers.heap import TimerHeap
@@ -72,6 +74,8 @@ class Engine:
       outputs, no queue state): the bus's partition deciders with N > 1, where the
       queue role runs it (`statemachines.queues.fold`). The job controller's
       decisions are the same either way.
+    - `scheduler_names`: the pods Volcano's podgroup controller gives a PodGroup when they have
+      none (`spec.schedulerName`; statemachines/podgroups/).
     """
 
     def __init__(
@@ -84,6 +88,7 @@ class Engine:
         render_podgroup: Callable[..., dict[str, Any]] | None = None,
         max_pods: int = DEFAULT_MAX_PODS,
         queue_controller: bool = True,
+        scheduler_names: tuple[str, ...] = SCHEDULER_NAMES,
     ) -> None:
         if timers not in ("by-time", "recorded"):
             raise ValueError(f"timers must be 'by-time' or 'recorded', not {timers!r}")
@@ -109,6 +114,7 @@ class Engine:
         self.queue_controller_on = queue_controller
         self.queue_controller = QueueController(self) if queue_controller else QueuesElsewhere()
         self.gc = GarbageCollector(self)
+        self.podgroup_controller = PodGroupController(self, scheduler_names)
 
     # ------------------------------------------------------------------ what the controllers use
 
@@ -183,12 +189,15 @@ class Engine:
             self.fire_due(self.now)
         if kind is Pod:
             on_pod(self, record.type, obj)  # type: ignore[union-attr]
+            if record.type == "ADDED":  # type: ignore[union-attr]
+                self.podgroup_controller.pod_added(obj)
         elif kind is Job:  # exact classes: a failed isinstance on a Struct class is slow
             on_job(self, record.type, obj, raw)  # type: ignore[union-attr]
             self.gc.job(record.type, obj)  # type: ignore[union-attr]
         elif kind is PodGroup:
             on_podgroup(self, record.type, obj)  # type: ignore[union-attr]
             self.queue_controller.podgroup(record.type, obj)  # type: ignore[union-attr]
+            self.podgroup_controller.podgroup(record.type, obj)  # type: ignore[union-attr]
         elif kind is Queue:
             self.queues_seen = True
             if record.type == "DELETED":  # type: ignore[union-attr]

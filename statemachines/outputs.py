@@ -326,6 +326,27 @@ class DeletePodGroup(Output, tag="cmd.podgroup.delete.v1", kw_only=True):
     name: str
 
 
+class CreateWorkloadPodGroup(Output, tag="cmd.podgroup.workload.create.v1", kw_only=True):
+    """The PodGroup of a pod no vcjob owns (Volcano's podgroup controller; statemachines/podgroups/).
+
+    Job key `<namespace>/<name>`: the PodGroup's. Created only while `pod` (uid `pod_uid`) exists
+    and is for a scheduler vcbus serves; AlreadyExists is done."""
+
+    name: str
+    pod: str
+    pod_uid: str = ""
+    podgroup: dict[str, Any] = {}  # the manifest (statemachines.podgroups.manifest.build_podgroup)
+
+
+class AnnotatePodGroupName(Output, tag="cmd.pod.podgroup.v1", kw_only=True):
+    """Write `scheduling.k8s.io/group-name: <podgroup>` on a pod that has none (Volcano's
+    `updatePodAnnotations`); job key `<namespace>/<podgroup>`."""
+
+    name: str  # the pod
+    uid: str = ""
+    podgroup: str
+
+
 class CreatePVC(Output, tag="cmd.pvc.create.v1", kw_only=True):
     """A PersistentVolumeClaim for a `spec.volumes[]` entry with a `volumeClaim` and no name (§6.4)."""
 
@@ -448,6 +469,8 @@ COMMANDS = (
     CreatePodGroup,
     UpdatePodGroup,
     DeletePodGroup,
+    CreateWorkloadPodGroup,
+    AnnotatePodGroupName,
     UpdateJobStatus,
     DeleteBusCommand,
     RecordEvent,
@@ -491,6 +514,8 @@ CommandOut = Union[
     CreatePodGroup,
     UpdatePodGroup,
     DeletePodGroup,
+    CreateWorkloadPodGroup,
+    AnnotatePodGroupName,
     UpdateJobStatus,
     DeleteBusCommand,
     RecordEvent,

@@ -21,6 +21,7 @@ class OwnerReference(Struct, frozen=True, rename="camel", gc=False):
     name: str = ""
     uid: str = ""
     controller: bool | None = None
+    block_owner_deletion: bool | None = None
 
 
 class ManagedFieldsEntry(Struct, frozen=True, rename="camel", gc=False):
@@ -168,6 +169,14 @@ class PodStatus(Struct, frozen=True, rename="camel", gc=False):
 
 class PodSpecView(Struct, frozen=True, rename="camel", gc=False):
     node_name: str = ""
+    # what Volcano's podgroup controller reads of a pod no vcjob owns (statemachines/podgroups/):
+    # the containers' resources are kept as bytes, decoded only for such a pod's PodGroup
+    scheduler_name: str = ""
+    priority_class_name: str = ""
+    containers: Raw = Raw(b"[]")
+    init_containers: Raw = Raw(b"[]")
+    overhead: Raw = Raw(b"null")
+    resources: Raw = Raw(b"null")
 
 
 class Pod(Struct, frozen=True, tag_field="kind", tag="Pod", rename="camel", gc=False):
