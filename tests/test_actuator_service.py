@@ -156,3 +156,40 @@ def test_a_kill_checks_ownership_in_its_annotation_patch_and_writes_nothing_on_a
     for name in ("theirs", "renewed"):
         assert live[name].metadata.deletion_timestamp is None
         assert live[name].metadata.annotations == {"a": "b"}
+
+
+@pytest.mark.slow
+async def test_commands_waiting_longer_than_the_ack_wait_are_kept_alive_not_redelivered(bus_settings, monkeypatch):
+    # An API server that is not there: the job's first command (a barrier) is retried, and the pod
+    # commands behind it wait in their lane for several ack waits; kept alive, JetStream delivers
+    # each of them once.
+    from kubernetes.client import ApiClient, Configuration
+
+    from tests.k8s_env import free_port
+    from vcbus.k8s import actuating
+
+    monkeypatch.setattr(actuating, "ACK_WAIT", 4.0)
+    monkeypatch.setattr(actuating, "KEEP_ALIVE", 0.5)
+    cfg = Configuration()
+    cfg.host = f"http://127.0.0.1:{free_port()}"
+    job = "ns1/j"
+    cmds = [o.CreatePod(job=job, seq=3, time=T1, name=f"j-w-{i}", task="w", index=i, pod={"metadata": {"name": f"j-w-{i}"}})
+            for i in range(5)]
+    async with open_bus(bus_settings) as bus:
+        await publish(bus.js, o.DeleteJob(job=job, seq=2, time=T1, uid="u-1"), "2:0")
+        for i, cmd in enumerate(cmds):
+            await publish(bus.js, cmd, f"3:{i}")
+        service = ActuatorService(bus, ApiClient(cfg), max_backoff=0.5)
+        stop = asyncio.Event()
+        task = asyncio.create_task(service.run(stop=stop))
+        try:
+            await until(lambda: service.peak_waiting >= 6, "six commands in hand")
+            began = time.monotonic()
+            while time.monotonic() - began < 2 * actuating.ACK_WAIT:
+                info = await bus.js.consumer_info(s.CMDS_STREAM, DURABLE)
+                assert info.num_redelivered == 0, "a command waiting in hand was delivered again"
+                await asyncio.sleep(0.2)
+            assert info.num_ack_pending == 6
+        finally:
+            stop.set()
+            await asyncio.wait_for(task, 30)

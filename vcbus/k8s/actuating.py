@@ -245,9 +245,13 @@ class ActuatorService:
             self._puller.poke()
 
     async def _keep_alive(self) -> None:
-        """`in_progress` for every stored copy still waiting or being applied (else redelivered after ACK_WAIT)."""
+        """`in_progress` for the stored copies still waiting or being applied that were received, or last
+        kept alive, KEEP_ALIVE / 2 ago or more (else redelivered after ACK_WAIT); most commands are done
+        before their first."""
+        now = time.monotonic()
         for item in list(self._held.values()):
-            if item.state != DONE:
+            if item.state != DONE and item.msgs and now - item.kept >= KEEP_ALIVE / 2:
+                item.kept = now
                 for msg in item.msgs:
                     with contextlib.suppress(Exception):
                         await msg.in_progress()
@@ -276,6 +280,7 @@ class ActuatorService:
                 self._spawn(self._ack([msg]))
             else:
                 item.msgs.append(msg)
+                item.kept = time.monotonic()
             return
         key = status_object(cmd)
         if key is not None and self._applied_at.get(key, 0) > seq:  # a later write of it is applied already
@@ -284,6 +289,7 @@ class ActuatorService:
             return
         item = Item(cmd, msg_id, index_of(msg_id), seq)
         item.msgs.append(msg)
+        item.kept = time.monotonic()
         self._admit(item)
 
     def _admit(self, item: Item) -> None:

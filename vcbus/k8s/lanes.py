@@ -84,7 +84,7 @@ def replaces(later: Any, earlier: Any) -> bool:
 class Item:
     """One command in the actuator's hands: where it stands, and what to ack when it is done."""
 
-    __slots__ = ("cmd", "msg_id", "index", "lane", "pod", "state", "msgs", "stream_seq", "result", "done")
+    __slots__ = ("cmd", "msg_id", "index", "lane", "pod", "state", "msgs", "stream_seq", "result", "done", "kept")
 
     def __init__(self, cmd: Any, msg_id: str, index: int, stream_seq: int = 0) -> None:
         self.cmd = cmd
@@ -97,6 +97,7 @@ class Item:
         self.stream_seq = stream_seq  # its VCBUS_CMDS sequence (0: offered ahead of its store)
         self.result: str | None = None
         self.done: Any = None  # a future the service sets when it is over (for whoever waits on it)
+        self.kept = 0.0  # when its stored copies were last received or kept alive (the service's clock)
 
     @property
     def barrier(self) -> bool:
