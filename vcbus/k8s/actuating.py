@@ -112,12 +112,12 @@ def _refusal(err: BaseException) -> str:
 class ActuatorService:
     def __init__(
         self, bus: Any, api_client: Any, *, idle: float = 0.25, max_backoff: float = 10.0,
-        fence: Any = None, ahead: bool = True, concurrency: int = DEFAULT_CONCURRENCY,
+        fence: Any = None, ahead: bool = True, concurrency: int = DEFAULT_CONCURRENCY, cache: Any = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"actuator concurrency must be at least 1, not {concurrency}")
         self.bus = bus
-        self.actuator = Actuator(api_client)
+        self.actuator = Actuator(api_client, cache)  # cache: the bridge's watches (vcbus.k8s.watchcache), or None
         self.fence = fence  # raises NotLeader when this replica must not write (vcbus.k8s.leader)
         self.idle = idle
         self.max_backoff = max_backoff
@@ -222,10 +222,11 @@ class ActuatorService:
             for item in self._held.values():
                 if item.done is not None and not item.done.done():
                     item.done.set_result(None)
-            log.info("actuator: stopped; %d commands finished (%s), %d applied ahead of their store, %d in hand at most",
-                     sum(self.results[k] for k in RESULTS if k != "failed"),
+            cache = self.actuator.cache
+            log.info("actuator: stopped; %d commands finished (%s), %d applied ahead of their store, %d in hand at "
+                     "most%s", sum(self.results[k] for k in RESULTS if k != "failed"),
                      ", ".join(f"{k} {v}" for k, v in self.results.items() if v), self.ahead.taken if self.ahead else 0,
-                     self.peak_waiting)
+                     self.peak_waiting, "" if cache is None else f"; watch cache {cache.hits} hits, {cache.misses} misses")
             self._pool.shutdown(wait=False)
             await puller.close()
 

@@ -48,7 +48,7 @@ from statemachines import outputs as o
 from statemachines import plugins as plugin_hooks
 from statemachines.plugins.ssh import fill_ssh_keys
 from vcbus.bus.subjects import CLUSTER_SCOPE
-from vcbus.k8s import rawcalls
+from vcbus.k8s import rawcalls, watchcache
 from vcbus.k8s.event_recording import COMPONENT, EventRecording
 from vcbus.k8s.ownership import (
     MANAGED_BY,
@@ -62,6 +62,7 @@ from vcbus.k8s.ownership import (
     require_owned,
 )
 from vcbus.k8s.scheduler_commands import SchedulerCommands
+from vcbus.k8s.watchcache import WatchCache
 from vcbus.sshkeys import generate_ssh_keypair
 
 log = logging.getLogger("vcbus.actuator")
@@ -84,8 +85,9 @@ def _status(err: ApiException) -> int:
 class Actuator(SchedulerCommands, EventRecording):
     """Applies commands with the official `kubernetes` client (synchronous calls)."""
 
-    def __init__(self, api_client: client.ApiClient) -> None:
+    def __init__(self, api_client: client.ApiClient, cache: WatchCache | None = None) -> None:
         self.api = api_client
+        self.cache = cache  # the bridge's watches in this process, read before the API server (vcbus.k8s.watchcache)
         self.core = client.CoreV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
         self.applied = 0
@@ -127,8 +129,11 @@ class Actuator(SchedulerCommands, EventRecording):
 
     # ------------------------------------------------------------------ helpers
 
-    def _job(self, ns: str, name: str) -> dict | None:
-        return rawcalls.read(self.api, rawcalls.object_path(JOB_GROUP, JOB_VERSION, ns, JOB_PLURAL, name))  # None: not found
+    def _job(self, ns: str, name: str, *, cached: bool = False) -> dict | None:
+        """The vcjob, None if not found; `cached`: the watch cache's when it has it (vcbus.k8s.watchcache)."""
+        if cached and self.cache is not None and (job := self.cache.get(watchcache.JOBS, ns, name)) is not None:
+            return job
+        return rawcalls.read(self.api, rawcalls.object_path(JOB_GROUP, JOB_VERSION, ns, JOB_PLURAL, name))
 
     def _deletable(self, obj: Any, kind: str, ns: str, name: str) -> None:
         """`require_owned(..., gone_ok=True)` for a delete, reading the vcjob only when it can matter.
@@ -155,7 +160,7 @@ class Actuator(SchedulerCommands, EventRecording):
     # ------------------------------------------------------------------ pods
 
     def _CreatePod(self, ns: str, name: str, cmd: o.CreatePod, index: int) -> str:
-        job = self._job(ns, name)
+        job = self._job(ns, name, cached=True)
         if not cmd.job_uid:
             raise Refused(f"CreatePod {cmd.name} for {ns}/{name} carries no job uid")
         if job is None or job["metadata"].get("uid") != cmd.job_uid:
@@ -288,8 +293,11 @@ class Actuator(SchedulerCommands, EventRecording):
             raise
         return "applied"
 
-    def _podgroup(self, ns: str, name: str) -> dict | None:
-        return rawcalls.read(self.api, rawcalls.object_path(PG_GROUP, PG_VERSION, ns, PG_PLURAL, name))  # None: not found
+    def _podgroup(self, ns: str, name: str, *, cached: bool = False) -> dict | None:
+        """The PodGroup, None if not found; `cached`: the watch cache's when it has it."""
+        if cached and self.cache is not None and (pg := self.cache.get(watchcache.PODGROUPS, ns, name)) is not None:
+            return pg
+        return rawcalls.read(self.api, rawcalls.object_path(PG_GROUP, PG_VERSION, ns, PG_PLURAL, name))
 
     def _UpdatePodGroup(self, ns: str, name: str, cmd: o.UpdatePodGroup, index: int) -> str:
         pg = self._podgroup(ns, cmd.name)

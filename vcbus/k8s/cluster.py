@@ -26,6 +26,7 @@ from vcbus.errors import UserError
 from vcbus.k8s.actuating import DEFAULT_CONCURRENCY, ActuatorService
 from vcbus.k8s.bridge import Bridge
 from vcbus.k8s.throttle import Throttle
+from vcbus.k8s.watchcache import WatchCache
 
 log = logging.getLogger("vcbus.cluster")
 
@@ -97,7 +98,8 @@ class ClusterSide:
         actuator's API commands in flight at once."""
         self.bridge = Bridge(bus.js, api_client, namespace=namespace)
         self.actuator = None if observe_only else ActuatorService(
-            actuator_bus or bus, api_client, fence=fence, ahead=ahead, concurrency=concurrency)
+            actuator_bus or bus, api_client, fence=fence, ahead=ahead, concurrency=concurrency,
+            cache=WatchCache(self.bridge.watchers))  # what the bridge watches, the actuator reads first
 
     def feed(self, deciders: list[Any]) -> None:
         """Let the actuator apply what these deciders, in this process, decide as they store it (vcbus.k8s.ahead)."""

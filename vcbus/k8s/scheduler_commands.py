@@ -12,8 +12,9 @@ redelivery:
 - BindPod posts a Binding (uid precondition: the apiserver refuses to bind a
   newer pod of the same name). A pod already bound to that node, gone, or
   being deleted is done; a pod bound to another node is refused and logged.
-  The response is read raw: the `kubernetes` client would deserialise the
-  apiserver's `Status` answer as a `V1Binding` and fail on its missing target.
+  The request is sent raw (`vcbus.k8s.rawcalls`): the `kubernetes` client would
+  deserialise the apiserver's `Status` answer as a `V1Binding` and fail on its
+  missing target.
 - EvictPod writes what Volcano's evictor writes (Ready=False reason `Evict`,
   DisruptionTarget=True reason `PreemptionByScheduler`) and deletes the pod
   with a uid precondition. Unlike upstream, whose evictor skips the delete
@@ -36,7 +37,8 @@ redelivery:
   propagation; NotFound (or another incarnation) is done; a DeleteJob without a
   uid is refused.
 
-BindPod, EvictPod and UpdatePodCondition read the pod first and act only on a
+BindPod, EvictPod and UpdatePodCondition read the pod first (BindPod from the
+watch cache when it has that incarnation, vcbus.k8s.watchcache) and act only on a
 pod for a scheduler vcbus serves (`spec.schedulerName` in `scheduler_names`,
 `volcano`): anything else is refused (vcbus.k8s.ownership). UpdatePodGroupStatus
 reads the PodGroup first: one owned by a vcjob must be the command key's live
@@ -54,7 +56,9 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from statemachines import outputs as o
+from vcbus.k8s import rawcalls, watchcache
 from vcbus.k8s.ownership import SCHEDULER_NAMES, Refused, check_object, require_own_key, require_schedulable
+from vcbus.k8s.watchcache import WatchCache
 
 log = logging.getLogger("vcbus.actuator")
 
@@ -101,14 +105,17 @@ def _set_condition(pod: Any, kind: str, status: str, reason: str, message: str, 
 class SchedulerCommands:
     """Handlers `_<Command>(namespace, name, cmd, index)`; see the module docstring."""
 
+    api: client.ApiClient
     core: client.CoreV1Api
     custom: client.CustomObjectsApi
     scheduler_names: tuple[str, ...] = SCHEDULER_NAMES
 
-    def _job(self, ns: str, name: str) -> dict | None:  # provided by Actuator
+    cache: WatchCache | None = None
+
+    def _job(self, ns: str, name: str, *, cached: bool = False) -> dict | None:  # provided by Actuator
         raise NotImplementedError
 
-    def _podgroup(self, ns: str, name: str) -> dict | None:  # provided by Actuator
+    def _podgroup(self, ns: str, name: str, *, cached: bool = False) -> dict | None:  # provided by Actuator
         raise NotImplementedError
 
     def _stale(self, cmd: o.Output, kind: str, name: str, live_uid: str) -> str:  # provided by Actuator
@@ -126,24 +133,31 @@ class SchedulerCommands:
             return None
         return pod
 
+    def _watched_pod(self, ns: str, name: str, uid: str) -> dict | None:
+        """The pod as the watch cache has it (a dict), when it is the incarnation `uid`; else None."""
+        pod = None if self.cache is None else self.cache.get(watchcache.PODS, ns, name)
+        return pod if pod is not None and pod["metadata"].get("uid") == uid else None
+
     # ------------------------------------------------------------------ pods
 
     def _BindPod(self, ns: str, name: str, cmd: o.BindPod, index: int) -> str:
-        pod = self._pod(ns, cmd.name, cmd.uid)
-        if pod is None:
-            return "done"  # gone: nothing to bind
+        pod: Any = self._watched_pod(ns, cmd.name, cmd.uid) if cmd.uid else None
+        if pod is not None:
+            uid = pod["metadata"]["uid"]
+        else:  # not in the watch cache, or another incarnation there: the API server says
+            pod = self._pod(ns, cmd.name, cmd.uid)
+            if pod is None:
+                return "done"  # gone: nothing to bind
+            uid = pod.metadata.uid
         require_schedulable(pod, ns, self.scheduler_names)
-        meta: dict[str, Any] = {"name": cmd.name, "namespace": ns, "uid": pod.metadata.uid}  # the pod checked
         body = {
             "apiVersion": "v1",
             "kind": "Binding",
-            "metadata": meta,
+            "metadata": {"name": cmd.name, "namespace": ns, "uid": uid},  # the pod checked
             "target": {"apiVersion": "v1", "kind": "Node", "name": cmd.node},
         }
         try:
-            resp = self.core.create_namespaced_pod_binding(cmd.name, ns, body, _preload_content=False)
-            resp.read()
-            resp.release_conn()
+            rawcalls.call(self.api, "POST", rawcalls.pod_path(ns, cmd.name) + "/binding", body=body)
             return "applied"
         except ApiException as err:
             failure = err
@@ -224,13 +238,13 @@ class SchedulerCommands:
         # vcjob (a plain workload's) is named under its own key. Which incarnation: the one the
         # session computed the status from (`cmd.uid`), else the one read; the patch tests that uid,
         # so a PodGroup re-created between the read and the write is not written either.
-        pg = self._podgroup(ns, cmd.name)
+        pg = self._podgroup(ns, cmd.name, cached=True)  # stale is safe: the patch tests the uid, a refusal reads again
         if pg is None:
             return "done"
         live_uid = pg["metadata"].get("uid", "")
         if cmd.uid and live_uid != cmd.uid:
             return self._stale(cmd, "PodGroup", f"{ns}/{cmd.name}", live_uid)
-        if not check_object(pg, "PodGroup", ns, name, lambda: self._job(ns, name),
+        if not check_object(pg, "PodGroup", ns, name, lambda: self._job(ns, name, cached=True),
                             lambda: require_own_key(pg, "PodGroup", ns, name)):
             return "dropped"  # a leftover of a vcjob that is gone
         status = {k: v for k, v in cmd.status.items() if k in PODGROUP_STATUS_FIELDS and v is not None}

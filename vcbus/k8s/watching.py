@@ -265,6 +265,11 @@ class _Item:
     listed: bool = False  # the last item of a relist: consuming it completes the list
 
 
+def _name_of(obj: dict) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return (meta.get("namespace") or "", meta.get("name") or "")
+
+
 class ResourceWatcher:
     """List-then-watch one resource in a background thread; see the module docstring.
 
@@ -313,6 +318,7 @@ class ResourceWatcher:
         # Consumer side: what the caller has taken (the resume position).
         self._pos_rv: str | None = self._rv
         self._pos_known: dict[str, dict] = copy.deepcopy(self._known)
+        self._pos_names: dict[tuple[str, str], str] = {_name_of(obj): uid for uid, obj in self._pos_known.items()}
 
         self._q: queue.Queue = queue.Queue(maxsize=queue_size)
         # called by the watcher's thread after each item it queues (an event, a position, the end); set it
@@ -356,6 +362,14 @@ class ResourceWatcher:
     def known(self) -> dict[str, dict]:
         """uid -> last consumed object, for objects that currently exist."""
         return self._pos_known
+
+    def by_name(self, namespace: str, name: str) -> dict | None:
+        """The last consumed object of that namespace ("" if cluster-scoped) and name, or None.
+
+        Safe to call from other threads (one dict read each). An object resumed from a stored
+        position may be only the metadata that position keeps (`vcbus.k8s.bridge.trim`)."""
+        uid = self._pos_names.get((namespace, name))
+        return None if uid is None else self._pos_known.get(uid)
 
     def snapshot(self, transform: Callable[[dict], dict] | None = None) -> dict:
         """JSON-serialisable resume state: {"resourceVersion", "known"}.
@@ -412,10 +426,14 @@ class ResourceWatcher:
         if ev is not None:
             uid = ev["object"].get("metadata", {}).get("uid")
             if uid:
+                name = _name_of(ev["object"])
                 if ev["type"] == "DELETED":
                     self._pos_known.pop(uid, None)
+                    if self._pos_names.get(name) == uid:
+                        del self._pos_names[name]
                 else:
                     self._pos_known[uid] = ev["object"]
+                    self._pos_names[name] = uid
         if item.rv:
             self._pos_rv = item.rv
         if item.listed:
