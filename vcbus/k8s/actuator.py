@@ -340,8 +340,10 @@ class Actuator(SchedulerCommands, EventRecording):
 
         status = msgspec.to_builtins(cmd.status)
         status.setdefault("state", {})
-        for _ in range(5):
-            job = self._job(ns, name)
+        for attempt in range(5):
+            # first from the watch cache: its resourceVersion may be behind, and then the patch's test
+            # fails (409/422) and the next attempt reads the API server
+            job = self._job(ns, name, cached=attempt == 0)
             if job is None:
                 return "dropped"
             if cmd.uid and job["metadata"].get("uid") != cmd.uid:  # deleted and re-created meanwhile
