@@ -27,7 +27,11 @@ Figures:
 - scaling: the first session at half the nodes and half the jobs (a quarter of
   nodes x pending tasks); `scaling_exponent` = log(t_full / t_half) / log(4) with the CPU
   times of the process (wall times on a shared machine are stretched unevenly by others):
-  1 means linear in nodes x pending tasks, above 1 worse.
+  1 means linear in nodes x pending tasks, above 1 worse;
+- the constrained mix (`constrained` in the JSON): the same snapshot where a third of the jobs
+  carry a required pod anti-affinity on `kubernetes.io/hostname` (one pod of the job per node)
+  or, as many, a `topology.kubernetes.io/zone` spread constraint (maxSkew 1, DoNotSchedule),
+  each against the job's own pods (nodes are in three zones): first and steady session, scaling.
 
 The floor is the issue's: 1,000 pods scheduled per second, so `ratio = pods_per_s / 1000`
 (target >= 1).
@@ -53,7 +57,24 @@ SIZES = [("1", "2Gi"), ("2", "4Gi"), ("4", "8Gi")]
 T0 = "2026-11-30T08:00:00Z"
 
 
-def make_objects(nodes: int, jobs: int, pods_per_job: int = 10) -> list[dict[str, Any]]:
+def constraints(j: int, job: str) -> dict[str, Any]:
+    """The constrained mix's pod spec fields of job `j`: a third of the jobs carry a required
+    anti-affinity on the hostname (one pod of the job per node) or, as many, a zone spread
+    constraint (maxSkew 1, DoNotSchedule), each against the job's own pods."""
+    own = {"labelSelector": {"matchLabels": {"volcano.sh/job-name": job}}}
+    if j % 6 == 1:
+        return {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {**own, "topologyKey": "kubernetes.io/hostname"}]}}}
+    if j % 6 == 4:
+        return {"topologySpreadConstraints": [{**own, "maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                                               "whenUnsatisfiable": "DoNotSchedule"}]}
+    return {}
+
+
+MIXES = ("plain", "constrained")
+
+
+def make_objects(nodes: int, jobs: int, pods_per_job: int = 10, mix: str = "plain") -> list[dict[str, Any]]:
     """The snapshot's objects, in the order a watch would show them."""
     out: list[dict[str, Any]] = []
     for i in range(nodes):
@@ -91,6 +112,7 @@ def make_objects(nodes: int, jobs: int, pods_per_job: int = 10) -> list[dict[str
                                       "pods": str(min_member)}},
             "status": {"phase": "Inqueue"},
         })
+        extra = constraints(j, job) if mix == "constrained" else {}
         for k in range(pods_per_job):
             out.append({
                 "apiVersion": "v1",
@@ -102,7 +124,8 @@ def make_objects(nodes: int, jobs: int, pods_per_job: int = 10) -> list[dict[str
                     "annotations": {"scheduling.k8s.io/group-name": pg, "volcano.sh/task-spec": "worker"},
                 },
                 "spec": {"schedulerName": "volcano", "containers": [
-                    {"name": "main", "image": "trainer:1", "resources": {"requests": {"cpu": cpu, "memory": mem}}}]},
+                    {"name": "main", "image": "trainer:1", "resources": {"requests": {"cpu": cpu, "memory": mem}}}],
+                    **extra},
                 "status": {"phase": "Pending"},
             })
     return out
@@ -144,13 +167,13 @@ def timed_session(cluster: Any, number: int, config: Any = None, *, cached: bool
 CPU_TIMES: dict[tuple[int, bool], float] = {}
 
 
-def build(nodes: int, jobs: int) -> tuple[Any, float]:  # noqa: ANN401 - an OfflineCluster
+def build(nodes: int, jobs: int, mix: str = "plain") -> tuple[Any, float]:  # noqa: ANN401 - an OfflineCluster
     from statemachines.scheduler.config import DEFAULT_CONFIG
     from vcbus.offline_cluster import OfflineCluster
     from vcbus.snapshots import KEPT_KINDS, object_key
 
     cluster = OfflineCluster(DEFAULT_CONFIG)
-    objects = make_objects(nodes, jobs)
+    objects = make_objects(nodes, jobs, mix=mix)
     t0 = time.perf_counter()
     for obj in objects:
         cluster.cache.apply_object("ADDED", obj)
@@ -159,8 +182,8 @@ def build(nodes: int, jobs: int) -> tuple[Any, float]:  # noqa: ANN401 - an Offl
     return cluster, fold_s
 
 
-def measure(nodes: int, jobs: int, *, steady: bool) -> dict[str, Any]:
-    cluster, fold_s = build(nodes, jobs)
+def measure(nodes: int, jobs: int, *, steady: bool, mix: str = "plain") -> dict[str, Any]:
+    cluster, fold_s = build(nodes, jobs, mix)
     first, first_s = timed_session(cluster, 1)
     figures: dict[str, Any] = {
         "nodes": nodes,
@@ -175,8 +198,10 @@ def measure(nodes: int, jobs: int, *, steady: bool) -> dict[str, Any]:
     if not steady:
         return figures
     # run_session does not change the cache: the same first session again, without the error cache
+    # (the same binds unless a task's filters depend on the pods placed before it: spread counts)
     off, first_off_s = timed_session(cluster, 1, error_cache_config(False))
-    assert [(b.name, b.node) for b in off.binds] == [(b.name, b.node) for b in first.binds]
+    if mix == "plain":
+        assert [(b.name, b.node) for b in off.binds] == [(b.name, b.node) for b in first.binds]
     # ... and with the predicates uncached: every stable filter and score per task and node
     uncached, first_uncached_s = timed_session(cluster, 1, cached=False)
     assert [(b.name, b.node) for b in uncached.binds] == [(b.name, b.node) for b in first.binds]
@@ -257,6 +282,14 @@ def profile(nodes: int, jobs: int, top: int = 25) -> None:
     pstats.Stats(prof).sort_stats("tottime").print_stats(top)
 
 
+def exponent(full: dict[str, Any], half: dict[str, Any]) -> float:
+    """log(CPU time ratio) / log(work ratio) between the full and the half snapshot (1 = linear in
+    nodes x pending tasks). CPU time, not wall time: on a shared machine other processes stretch
+    wall times unevenly."""
+    work_ratio = (full["nodes"] * full["pods"]) / (half["nodes"] * half["pods"])
+    return round(math.log(full["first_session_cpu_s"] / half["first_session_cpu_s"]) / math.log(work_ratio), 2)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="300 nodes and 300 jobs (under a minute)")
@@ -275,16 +308,21 @@ def main() -> None:
         return
     full = measure(nodes, jobs, steady=True)
     half = measure(nodes // 2, jobs // 2, steady=False)
-    work_ratio = (full["nodes"] * full["pods"]) / (half["nodes"] * half["pods"])
-    # CPU time, not wall time: on a shared machine other processes stretch wall times unevenly
-    exponent = math.log(full["first_session_cpu_s"] / half["first_session_cpu_s"]) / math.log(work_ratio)
+    mixed = measure(nodes, jobs, steady=True, mix="constrained")
+    mixed_half = measure(nodes // 2, jobs // 2, steady=False, mix="constrained")
     figures = {
         **full,
         "ratio": round(full["pods_per_s"] / FLOOR_PODS_PER_S, 3),
         "floor_pods_per_s": FLOOR_PODS_PER_S,
         "target_ratio": 1.0,
         "half": half,
-        "scaling_exponent": round(exponent, 2),
+        "scaling_exponent": exponent(full, half),
+        "constrained": {
+            **mixed,
+            "ratio": round(mixed["pods_per_s"] / FLOOR_PODS_PER_S, 3),
+            "half": mixed_half,
+            "scaling_exponent": exponent(mixed, mixed_half),
+        },
         "repeats": REPEATS,
     }
     if args.json:
@@ -309,6 +347,13 @@ def main() -> None:
     print(f"half size         {half['first_session_s']:>8.3f} s   ({half['nodes']} nodes, {half['jobs']} jobs; "
           f"CPU {half['first_session_cpu_s']:.3f} s)   "
           f"scaling exponent in nodes x pending tasks: {f['scaling_exponent']} (1 = linear)")
+    c = f["constrained"]
+    print(f"constrained mix (a third of the jobs: hostname anti-affinity or a zone spread constraint):")
+    print(f"  first session   {c['first_session_s']:>8.3f} s   {c['first_session_binds']:>6} binds   "
+          f"{c['pods_per_s']:>9,.0f} pods/s   ratio {c['ratio']:.3f}; CPU {c['first_session_cpu_s']:.3f} s")
+    print(f"  steady session  {c['session_s']:>8.3f} s   {c['steady_binds']:>6} binds   "
+          f"{c['steady_pending_podgroups']} PodGroups still not running")
+    print(f"  half size       {c['half']['first_session_s']:>8.3f} s   scaling exponent {c['scaling_exponent']}")
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ from statemachines.admission.mutate import mutate_job
 from statemachines.manifests.renderer import Renderer
 from statemachines.model.status import initial_status
 from tests import k8s_env
+from tests.test_actuator_workload_podgroups import decided, live, pod_manifest
 from vcbus.k8s import bridge
 from vcbus.k8s.actuator import (
     CMD_GROUP,
@@ -503,6 +504,10 @@ def test_the_actuator_applies_every_command_type_as_the_service_account(k8s, dep
         "state": "Open", "allocated": {"cpu": "1"}, "running": 1}
     apply(o.RecordEvent(job=f"_/{queue}", seq=21, reason="OpenQueue", message="Open queue succeed",
                         kind="Queue", name=queue))
+    # The podgroup controller: a plain pod of Volcano's scheduler gets its PodGroup and the annotation.
+    core.create_namespaced_pod(ns, pod_manifest("plain"))
+    for cmd in decided([live(admin, ns, "plain")]):
+        apply(cmd)
     # The garbage collector.
     apply(o.DeleteJob(job=key, seq=22, uid=uid))
 
@@ -721,17 +726,27 @@ def strict_apiserver(k8s, tmp_path):
         k8s_env._terminate(proc, 3.0)
 
 
-def test_owner_references_with_block_owner_deletion_need_jobs_finalizers(k8s, deployed, strict_apiserver):
+JOBS_FINALIZERS = {"apiGroups": ["batch.volcano.sh"], "resources": ["jobs/finalizers"], "verbs": ["update"]}
+
+
+def _with_and_without(deployed, strict_apiserver, left_out: list[dict], name: str):
+    """ApiClients to the strict API server as the service account, and as one whose role is the
+    same but for the rules `left_out` (its own ServiceAccount and ClusterRole `name`)."""
     admin, _, objs = deployed
     role = copy.deepcopy([d for d in objs if d["kind"] in ("ClusterRole", "ClusterRoleBinding")])
     without = obj(role, "ClusterRole", "vcbus-controller")
-    without["rules"] = [r for r in without["rules"] if r["resources"] != ["jobs/finalizers"]]
-    assert len(without["rules"]) == len(obj(objs, "ClusterRole", "vcbus-controller")["rules"]) - 1
-    _apply_rbac(admin, role, role_name="vcbus-no-finalizers-test", sa_name="vcbus-no-finalizers-test")
+    without["rules"] = [r for r in without["rules"] if r not in left_out]
+    assert len(without["rules"]) == len(obj(objs, "ClusterRole", "vcbus-controller")["rules"]) - len(left_out)
+    _apply_rbac(admin, role, role_name=name, sa_name=name)
     sa = strict_apiserver(SA_USER)
-    lacking = strict_apiserver(f"system:serviceaccount:{NS}:vcbus-no-finalizers-test")
+    lacking = strict_apiserver(f"system:serviceaccount:{NS}:{name}")
     _wait_for_rules(sa, obj(objs, "ClusterRole", "vcbus-controller")["rules"])
     _wait_for_rules(lacking, without["rules"])
+    return sa, lacking
+
+
+def test_owner_references_with_block_owner_deletion_need_jobs_finalizers(k8s, deployed, strict_apiserver):
+    sa, lacking = _with_and_without(deployed, strict_apiserver, [JOBS_FINALIZERS], "vcbus-no-finalizers-test")
 
     ns = k8s.create_namespace(f"deploy-owner-{uuid.uuid4().hex[:6]}")
     job = _seed_job(client.CustomObjectsApi(strict_apiserver()), ns)
@@ -751,6 +766,51 @@ def test_owner_references_with_block_owner_deletion_need_jobs_finalizers(k8s, de
     assert act.apply(pg) == "applied"
     hook = o.PluginHook(job=key, seq=3, hook="OnJobAdd", plugins=["pytorch", "ssh", "status-mounter", "svc"])
     assert act.apply(hook) == "applied"
+
+
+# The owners a pod of Volcano's scheduler may have, with blockOwnerDeletion (their controllers set it).
+WORKLOADS = [
+    ("ReplicaSet", lambda api, ns, body: client.AppsV1Api(api).create_namespaced_replica_set(ns, body)),
+    ("StatefulSet", lambda api, ns, body: client.AppsV1Api(api).create_namespaced_stateful_set(ns, body)),
+    ("DaemonSet", lambda api, ns, body: client.AppsV1Api(api).create_namespaced_daemon_set(ns, body)),
+    ("Job", lambda api, ns, body: client.BatchV1Api(api).create_namespaced_job(ns, body)),
+]
+
+
+def test_podgroups_of_workload_pods_need_their_owners_finalizers(k8s, deployed, strict_apiserver):
+    """The podgroup controller's PodGroup carries the pod's ownerReferences (or one to the pod), with
+    blockOwnerDeletion: with OwnerReferencesPermissionEnforcement each owner kind needs its finalizers.
+    No controller-manager runs: each owner's pod is made here with the reference its controller sets."""
+    rules = obj(deployed[2], "ClusterRole", "vcbus-controller")["rules"]
+    owners_finalizers = [r for r in rules if r != JOBS_FINALIZERS
+                         and any(res.endswith("/finalizers") for res in r["resources"])]
+    assert len(owners_finalizers) == 3, owners_finalizers
+    sa, lacking = _with_and_without(deployed, strict_apiserver, owners_finalizers, "vcbus-no-owner-finalizers")
+
+    ns = k8s.create_namespace(f"deploy-pgs-{uuid.uuid4().hex[:6]}")
+    strict = strict_apiserver()
+    core = client.CoreV1Api(strict)
+    template = {"metadata": {"labels": {"app": "w"}}, "spec": pod_manifest("x")["spec"]}
+    pods = ["plain"]
+    core.create_namespaced_pod(ns, pod_manifest("plain"))
+    for kind, create in WORKLOADS:
+        spec = {"selector": {"matchLabels": {"app": "w"}}, "template": template}
+        if kind == "Job":
+            spec = {"template": {"spec": {**template["spec"], "restartPolicy": "Never"}}}
+        owner = create(strict, ns, {"metadata": {"name": kind.lower()}, "spec": spec})
+        ref = {"apiVersion": owner.api_version, "kind": kind, "name": owner.metadata.name, "uid": owner.metadata.uid,
+               "controller": True, "blockOwnerDeletion": True}
+        core.create_namespaced_pod(ns, pod_manifest(f"{kind.lower()}-0", owner=ref))
+        pods.append(f"{kind.lower()}-0")
+    for name in pods:
+        create_pg, annotate = decided([live(strict, ns, name)])
+        err = _forbidden(Actuator(lacking).apply, create_pg)
+        assert "cannot set blockOwnerDeletion" in err.body, (name, err.body)
+        act = Actuator(sa)
+        assert [act.apply(create_pg), act.apply(annotate)] == ["applied", "applied"], name
+    made = client.CustomObjectsApi(strict).list_namespaced_custom_object(PG_GROUP, PG_VERSION, ns, PG_PLURAL)["items"]
+    assert sorted(pg["metadata"]["ownerReferences"][0]["kind"] for pg in made) == sorted(
+        ["Pod"] + [kind for kind, _ in WORKLOADS])
 
 
 # --------------------------------------------------------------------------- Secrets vcbus did not create

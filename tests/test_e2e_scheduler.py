@@ -168,6 +168,11 @@ class Scenario:
             raise
         return (q.get("status") or {}).get("state") == "Open"
 
+    def submit(self, job: dict) -> None:
+        """Create the vcjob once the default queue is there and Open (admission wants it so)."""
+        self.wait("default queue created and Open", self.default_queue_open)
+        self.custom.create_namespaced_custom_object(G, V, self.ns, "jobs", job)
+
     def podgroup(self) -> dict | None:
         items = self.custom.list_namespaced_custom_object(SG, SV, self.ns, "podgroups")["items"]
         return items[0] if items else None
@@ -311,22 +316,34 @@ def test_vcbus_alone_schedules_restarts_and_completes_the_seed_job(scenario, nat
 @pytest.mark.parametrize("scenario", [2], indirect=True)
 def test_on_two_nodes_the_gang_is_never_bound_and_says_why(scenario, nats_server):
     sc = scenario
-    sc.wait("default queue created and Open", sc.default_queue_open)
-    sc.custom.create_namespaced_custom_object(G, V, sc.ns, "jobs", seed_job())
+    sc.submit(seed_job())
 
     def condition():
-        pg = sc.podgroup()
-        for c in ((pg or {}).get("status") or {}).get("conditions") or []:
-            if c.get("type") == "Unschedulable" and c.get("message") == UNSCHEDULABLE:
-                return pg, c
-        return None
+        return unschedulable_condition(sc, lambda message: message == UNSCHEDULABLE)
 
     pg, cond = sc.wait("the Unschedulable condition", condition)
     assert cond["status"] == "True" and cond["reason"] == "NotEnoughResources"
     assert pg["status"]["phase"] == "Inqueue"  # enqueue admits on cluster totals (10 cpu >= 9)
 
-    # A window bounded by sessions, not by a sleep: three times, change the scheduler's view
-    # (a PriorityClass nobody uses) and wait for a session whose cut includes that change.
+    three_sessions_bind_nothing(sc, nats_server.url)
+    assert condition() is not None  # still the same reason
+    sessions = [x for _, x in bus_outputs(nats_server.url, s.JOBS_STREAM) if isinstance(x, o.SchedulingSession)]
+    print(f"{len(sessions)} sessions; condition: {json.dumps(cond)}")
+
+
+def unschedulable_condition(sc: Scenario, accept) -> tuple[dict, dict] | None:
+    """(The PodGroup, its Unschedulable condition) once the condition's message is one `accept`s."""
+    pg = sc.podgroup()
+    for c in ((pg or {}).get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Unschedulable" and accept(c.get("message", "")):
+            return pg, c
+    return None
+
+
+def three_sessions_bind_nothing(sc: Scenario, nats_url: str) -> None:
+    """A window bounded by sessions, not by a sleep: three times, change the scheduler's view (a
+    PriorityClass nobody uses) and wait for a session whose cut includes that change; no pod of the
+    job is bound meanwhile, and the scheduler never decided a bind."""
     scheduling = client.SchedulingV1Api(sc.api)
     names = [f"sched-e2e-nudge-{uuid.uuid4().hex[:6]}" for _ in range(3)]
     try:
@@ -334,12 +351,12 @@ def test_on_two_nodes_the_gang_is_never_bound_and_says_why(scenario, nats_server
             scheduling.create_priority_class({"metadata": {"name": pc}, "value": 7, "globalDefault": False})
 
             def session_after(pc=pc):
-                k8s = asyncio.run(stream_messages(_settings(nats_server.url), s.K8S_STREAM))
+                k8s = asyncio.run(stream_messages(_settings(nats_url), s.K8S_STREAM))
                 seqs = [seq for seq, subject, _, _ in k8s if subject == s.k8s_subject("PriorityClass", "", pc)]
                 if not seqs:
                     return False
                 return any(isinstance(x, o.SchedulingSession) and x.seq >= seqs[0]
-                           for _, x in bus_outputs(nats_server.url, s.JOBS_STREAM))
+                           for _, x in bus_outputs(nats_url, s.JOBS_STREAM))
 
             sc.wait(f"a session that saw {pc}", session_after)
             assert all(not p["spec"].get("nodeName") for p in sc.pods())
@@ -351,10 +368,7 @@ def test_on_two_nodes_the_gang_is_never_bound_and_says_why(scenario, nats_server
                 pass
     pods = sc.pods()
     assert len(pods) == 3 and all(not p["spec"].get("nodeName") for p in pods)
-    assert not [x for _, x in bus_outputs(nats_server.url, s.CMDS_STREAM) if isinstance(x, o.BindPod)]
-    assert condition() is not None  # still the same reason
-    sessions = [x for _, x in bus_outputs(nats_server.url, s.JOBS_STREAM) if isinstance(x, o.SchedulingSession)]
-    print(f"{len(sessions)} sessions; condition: {json.dumps(cond)}")
+    assert not [x for _, x in bus_outputs(nats_url, s.CMDS_STREAM) if isinstance(x, o.BindPod)]
 
 
 def _settings(url: str):

@@ -225,7 +225,7 @@ def test_every_metric_is_listed_in_the_operations_guide():
 
     stats = ServiceStats()  # the scrape-time metrics appear once services are attached
     stats.watch(decider=SimpleNamespace(stats=DeciderStats(), applied=0),
-                scheduler=SimpleNamespace(stats=SchedulerStats()), projector=SimpleNamespace(written=0))
+                scheduler=SimpleNamespace(stats=SchedulerStats(), unevaluated=dict), projector=SimpleNamespace(written=0))
     names = {f.name for f in REGISTRY.collect() if f.name.startswith("vcbus_")}
     names |= {f.name for f in stats.collect()}
     guide = (ROOT / "docs" / "operations.md").read_text()

@@ -311,3 +311,38 @@ def test_three_not_ready_nodes_get_no_pod():
 def test_a_field_not_evaluated_keeps_the_pod_pending_and_is_named(spec, field):
     message = place(*TWO, incoming=with_spec(new(), **spec))
     assert message == f"0/2 nodes are unavailable: 2 vcbus's scheduler does not evaluate {field}."
+
+
+def test_node_index_with_masks_chooses_as_the_scan_on_the_constrained_benchmark_mix():
+    # more than 100 nodes: the rotating offset and the stop after num_to_find feasible nodes apply
+    from benchmarks.scheduler import make_objects
+
+    cluster = Cluster()
+    for obj in make_objects(150, 120, mix="constrained"):
+        cluster.add(obj)
+    snapshot = cluster.cache.snapshot()
+    fast = run_session(snapshot, cluster.config, seq=1, number=1, time="t")
+    slow = run_session(snapshot, cluster.config, seq=1, number=1, time="t", index_nodes=False)
+    assert len(fast.binds) > 600
+    assert [(b.name, b.node) for b in fast.binds] == [(b.name, b.node) for b in slow.binds]
+    assert fast.outputs == slow.outputs
+
+
+def test_pods_held_back_by_a_field_not_evaluated_are_counted_per_field_on_metrics():
+    from types import SimpleNamespace
+
+    from statemachines.scheduler.constraints import unevaluated_counts
+    from vcbus.bus.scheduling import SchedulerStats
+    from vcbus.observability.metrics import ServiceStats
+
+    claim = {"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "d"}}]}
+    cluster = Cluster(queue(), *TWO, podgroup("pg", 1, phase="Inqueue"),
+                      with_spec(pod("pg-w-0", "pg"), **claim), with_spec(pod("pg-w-1", "pg"), **claim),
+                      with_spec(pod("pg-w-2", "pg"), resourceClaims=[{"name": "gpu"}]),
+                      with_spec(running("r-0", "n1", {}), **claim), pod("pg-w-3", "pg"))
+    stats = ServiceStats()
+    stats.watch(scheduler=SimpleNamespace(stats=SchedulerStats(),
+                                          unevaluated=lambda: unevaluated_counts(cluster.cache.tasks.values())))
+    [family] = [f for f in stats.collect() if f.name == "vcbus_scheduler_unevaluated_pods"]
+    assert {s.labels["field"]: s.value for s in family.samples} == {
+        "spec.volumes[].persistentVolumeClaim": 2, "spec.resourceClaims": 1}

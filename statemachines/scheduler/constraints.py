@@ -10,8 +10,11 @@ matchLabelKeys/mismatchLabelKeys add the pod's own label values to the selector.
 
 from __future__ import annotations
 
+import re
+
 from statemachines.scheduler import objects as o
 from statemachines.scheduler.labels import Selector, compile_selector, matches, with_label_keys
+from statemachines.scheduler.model import PENDING
 
 
 class Term:
@@ -85,6 +88,20 @@ def host_ports(spec: o.PodSpec) -> tuple[tuple[str, str, int], ...]:
             if p.host_port > 0:
                 ports.append((p.host_ip or "0.0.0.0", p.protocol or "TCP", p.host_port))
     return tuple(ports)
+
+
+_INDEX = re.compile(r"\[[0-9]+\]")
+
+
+def unevaluated_counts(tasks) -> dict[str, int]:
+    """Pending pods (task facts) held back by a field vcbus does not evaluate, per field with its
+    list indexes dropped (`spec.volumes[].persistentVolumeClaim`): what /metrics counts."""
+    counts: dict[str, int] = {}
+    for fact in tasks:
+        if fact.unevaluated and fact.status == PENDING:
+            field = _INDEX.sub("[]", fact.unevaluated.split(":", 1)[0])
+            counts[field] = counts.get(field, 0) + 1
+    return counts
 
 
 def compile_constraints(spec: o.PodSpec, namespace: str, labels: dict[str, str]) -> tuple[Constraints | None, str]:

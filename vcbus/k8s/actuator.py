@@ -24,7 +24,8 @@ index), so a redelivered RecordEvent creates nothing new
 (statemachines.plugins) for the objects to create or delete. The scheduler's,
 queue controller's and garbage collector's commands (BindPod, EvictPod,
 UpdatePodCondition, UpdatePodGroupStatus, UpdateQueueStatus, CreateQueue,
-DeleteJob) are in vcbus.k8s.scheduler_commands.
+DeleteJob) are in vcbus.k8s.scheduler_commands, the podgroup controller's
+(CreateWorkloadPodGroup, AnnotatePodGroupName) in vcbus.k8s.workload_podgroups.
 
 Job keys `_/<name>` are cluster-scoped (queues, the scheduler): only the
 commands about cluster-scoped objects (Queue status, CreateQueue, an event on
@@ -62,6 +63,7 @@ from vcbus.k8s.ownership import (
     require_owned,
 )
 from vcbus.k8s.scheduler_commands import SchedulerCommands
+from vcbus.k8s.workload_podgroups import WorkloadPodGroups
 from vcbus.k8s.watchcache import WatchCache
 from vcbus.sshkeys import generate_ssh_keypair
 
@@ -82,7 +84,7 @@ def _status(err: ApiException) -> int:
     return int(getattr(err, "status", 0) or 0)
 
 
-class Actuator(SchedulerCommands, EventRecording):
+class Actuator(SchedulerCommands, WorkloadPodGroups, EventRecording):
     """Applies commands with the official `kubernetes` client (synchronous calls)."""
 
     def __init__(self, api_client: client.ApiClient, cache: WatchCache | None = None) -> None:

@@ -137,6 +137,14 @@ class ServiceStats(Collector):
             yield _counter("vcbus_scheduler_failed_sessions", "Sessions that raised (nothing published).", st.failed)
             yield _counter("vcbus_scheduler_binds", "BindPod decisions stored.", st.binds)
             yield _counter("vcbus_scheduler_evictions", "EvictPod decisions stored.", st.evictions)
+            unevaluated = GaugeMetricFamily(
+                "vcbus_scheduler_unevaluated_pods",
+                "Pending pods the scheduler leaves unscheduled because they ask for a field it does not evaluate.",
+                labels=["field"],
+            )
+            for field, n in sorted(sched.unevaluated().items()):
+                unevaluated.add_metric([field], n)
+            yield unevaluated
         p = self.projector
         if p is not None:
             yield _counter("vcbus_projector_events", "Events folded into the KV views.", p.written)

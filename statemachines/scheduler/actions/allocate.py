@@ -106,8 +106,11 @@ def allocate_tasks(
             break
         node = None
         nominated = task.fact.nominated
-        if not nominated and ssn.use_indexes and (ssn.dynamic is None or not ssn.dynamic.applies(task.fact)):
-            node = _indexed_choice(ssn, task)
+        if not nominated and ssn.use_indexes:
+            if ssn.dynamic is None or not ssn.dynamic.applies(task.fact):
+                node = _indexed_choice(ssn, task)
+            else:
+                node = _masked_choice(ssn, task, search)
         if node is None:
             candidates: list = []
             fit_errors: FitErrors | None = None
@@ -137,9 +140,8 @@ def allocate_tasks(
     return None
 
 
-def _indexed_choice(ssn: Session, task: TaskState):
-    """The node index's answer for tasks whose signature was seen before (see actions/nodeindex.py);
-    None when there is no index yet or nothing fits (the caller then scans, for the messages)."""
+def _index(ssn: Session, task: TaskState) -> NodeIndex | None:
+    """The node index of the task's signature, made on the signature's second use."""
     sig = (task.fact.score_sig, task.fact.placement.key)
     index = ssn.indexes.get(sig)
     if index is None:
@@ -148,7 +150,48 @@ def _indexed_choice(ssn: Session, task: TaskState):
         if uses < 2:
             return None
         index = ssn.indexes[sig] = NodeIndex(ssn, task)
-    return index.choose()
+    return index
+
+
+def _indexed_choice(ssn: Session, task: TaskState):
+    """The node index's answer for tasks whose signature was seen before (see actions/nodeindex.py);
+    None when there is no index yet or nothing fits (the caller then scans, for the messages)."""
+    index = _index(ssn, task)
+    return index.choose() if index is not None else None
+
+
+def _masked_choice(ssn: Session, task: TaskState, search: Search):
+    """The same for a task whose filters depend on the pods placed so far: the index's answer without
+    the nodes those filters fail and the nodes the error cache holds for the task's role; the
+    failures among the nodes the scan would have examined go to the error cache as the scan puts
+    them. None when the failing nodes cannot be listed (host ports, pod affinity), there is no
+    index yet or nothing fits: the caller scans."""
+    failing = ssn.dynamic.failing(task.fact)
+    if failing is None:
+        return None
+    index = _index(ssn, task)
+    if index is None:
+        return None
+    run, masked = failing
+    group = search.group(task)
+    cached = search.errors.get(group) if group else None
+    excluded = set(masked)
+    nodes = ssn.nodes
+    if cached:
+        excluded.update(nodes[name].index for name in cached)
+    node = index.choose(excluded)
+    if node is None or not group:
+        return node
+    start, count = index.processed
+    n = len(ssn.node_list)
+    static = search.static(task)
+    for i in masked:
+        target = ssn.node_list[i]
+        if (i - start) % n < count and (cached is None or target.name not in cached):
+            error = search.node_error(task, target, static, run, ssn.check_pod_count, True, False)
+            if error is not None:
+                search.record(task, target, error)
+    return node
 
 
 def _error(message: str) -> FitError:

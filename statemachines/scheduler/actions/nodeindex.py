@@ -14,6 +14,11 @@ find the position of the (k+1)-th feasible node from the offset, take the range 
 before it. Node changes are read lazily from the session's change log, so an index costs
 nothing while unused; a node that did not fit is re-evaluated only if it freed something since. Only the failure *messages* need the scan (when nothing fits), which
 the caller then runs.
+
+A task whose filters depend on the pods placed so far (inter-pod affinity, topology spread)
+shares the index of its signature: `choose(masked)` leaves out the nodes those filters (and the
+predicate error cache) fail for this task alone, then puts them back; `processed` tells which
+nodes the scan would have examined, so the caller records their failures as the scan would.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ NONE = (-1, 0.0, 0)
 
 
 class NodeIndex:
-    __slots__ = ("ssn", "task", "size", "n", "count", "best", "grown", "synced", "static", "pod_count")
+    __slots__ = ("ssn", "task", "size", "n", "count", "best", "grown", "synced", "static", "pod_count", "processed")
 
     def __init__(self, ssn: Session, task: TaskState) -> None:
         self.ssn = ssn
@@ -46,6 +51,7 @@ class NodeIndex:
         self.static = filters.static(task.fact.placement, ssn.node_facts) if filters is not None else None
         self.pod_count = ssn.check_pod_count
         self.synced = len(ssn.node_changes)
+        self.processed = (0, 0)  # (first node, how many) the last choose() examined, as the scan would
         count, best = self.count, self.best
         grown = self.grown
         for node in nodes:
@@ -111,6 +117,10 @@ class NodeIndex:
             count[i] = feasible
             best[i] = value
             parents.add(i // 2)
+        self._recompute(parents)
+
+    def _recompute(self, parents: set[int]) -> None:
+        count, best = self.count, self.best
         while parents:
             above = set()
             for i in parents:
@@ -120,6 +130,20 @@ class NodeIndex:
                 if i > 1:
                     above.add(i // 2)
             parents = above
+
+    def _set_leaves(self, leaves: dict[int, tuple[int, tuple]]) -> dict[int, tuple[int, tuple]]:
+        """Set leaves (node index -> (feasible, value)); returns what they held."""
+        count, best, size = self.count, self.best, self.size
+        saved = {}
+        parents = set()
+        for index, (feasible, value) in leaves.items():
+            i = size + index
+            saved[index] = (count[i], best[i])
+            count[i] = feasible
+            best[i] = value
+            parents.add(i // 2)
+        self._recompute(parents)
+        return saved
 
     def _count(self, lo: int, hi: int) -> int:
         """Feasible leaves in [lo, hi)."""
@@ -168,10 +192,20 @@ class NodeIndex:
                 i = 2 * i + 1
         return i - self.size
 
-    def choose(self) -> NodeState | None:
+    def choose(self, masked: set[int] | None = None) -> NodeState | None:
         """The node the scan would choose, advancing the session's offset like the scan; None if
-        no node is feasible (offset untouched: the caller's scan for the fit errors moves it)."""
+        no node is feasible (offset untouched: the caller's scan for the fit errors moves it).
+        `masked`: node indexes that fail for this task alone, left out of this choice."""
         self.sync()
+        if not masked:
+            return self._choose()
+        saved = self._set_leaves({index: (0, NONE) for index in masked})
+        try:
+            return self._choose()
+        finally:
+            self._set_leaves(saved)
+
+    def _choose(self) -> NodeState | None:
         feasible = self.count[1]
         if feasible == 0:
             return None
@@ -180,6 +214,7 @@ class NodeIndex:
         want = num_to_find(n)
         if n <= MIN_NODES_TO_FIND or feasible <= want:
             value = self.best[1]
+            self.processed = (ssn.node_offset if n > MIN_NODES_TO_FIND else 0, n)  # every node: the offset stays
         else:
             start = ssn.node_offset
             before = self._count(0, start)
@@ -196,5 +231,6 @@ class NodeIndex:
                 if tail > value:
                     value = tail
                 processed = n - start + stop + 1
+            self.processed = (start, processed)
             ssn.node_offset = (start + processed) % n
         return ssn.node_list[-value[2]]

@@ -97,6 +97,38 @@ class Search:
             return None
         return filters.static(task.fact.placement, self.ssn.node_facts)
 
+    def group(self, task: TaskState) -> str:
+        """The task's key in the error cache ("" when the cache does not apply)."""
+        if self.cache_enabled and task.role:
+            return f"{task.job.key if task.job else ''}/{task.role}"
+        return ""
+
+    def node_error(self, task: TaskState, node: NodeState, static, dynamic, pod_count: bool, resource_check: bool,
+                   preempt: bool) -> FitError | None:
+        """One node's failure for the task, as `predicate_nodes` finds it (None: the node fits)."""
+        if resource_check:
+            reason = insufficient(task, node)
+            if reason is not None:
+                return fit_error(((UNSCHEDULABLE, reason),))
+        statuses: tuple = ()
+        if pod_count and node.fact.max_pods <= node.npods:
+            statuses = ((UNSCHEDULABLE, NODE_POD_NUMBER_EXCEEDED),)
+        st = static[node.index] if static is not None else None
+        if st is not None:
+            statuses = statuses + (st,)
+        elif dynamic is not None:
+            found = dynamic(node)
+            if preempt:  # evicting may lift an Unschedulable failure, never an unresolvable one
+                found = tuple(s for s in found if s[0] == UNRESOLVABLE)
+            statuses = statuses + found
+        return fit_error(statuses) if statuses else None
+
+    def record(self, task: TaskState, node: NodeState, error: FitError) -> None:
+        """A failure the scan would have put in the error cache."""
+        group = self.group(task)
+        if group:
+            self.errors.setdefault(group, {})[node.name] = error
+
     def predicate_nodes(
         self, task: TaskState, nodes: list[NodeState], *, resource_check: bool = True, preempt: bool = False
     ) -> tuple[list[NodeState], FitErrors]:
@@ -113,13 +145,9 @@ class Search:
         pod_count = ssn.check_pod_count and not preempt
         if preempt:
             resource_check = False
-        group = ""
-        cache = None
-        failed_before = False
-        if self.cache_enabled and task.role:
-            group = f"{task.job.key if task.job else ''}/{task.role}"
-            cache = self.errors.get(group)
-            failed_before = cache is not None
+        group = self.group(task)
+        cache = self.errors.get(group) if group else None
+        failed_before = cache is not None
         start = ssn.node_offset if total > MIN_NODES_TO_FIND else 0
         found: list[NodeState] = []
         processed = 0
@@ -131,25 +159,7 @@ class Search:
                 if cached is not None:
                     fe.set_node(node.name, cached)
                     continue
-            error = None
-            if resource_check:
-                reason = insufficient(task, node)
-                if reason is not None:
-                    error = fit_error(((UNSCHEDULABLE, reason),))
-            if error is None:
-                statuses: tuple = ()
-                if pod_count and node.fact.max_pods <= node.npods:
-                    statuses = ((UNSCHEDULABLE, NODE_POD_NUMBER_EXCEEDED),)
-                st = static[node.index] if static is not None else None
-                if st is not None:
-                    statuses = statuses + (st,)
-                elif dynamic is not None:
-                    found_statuses = dynamic(node)
-                    if preempt:  # evicting may lift an Unschedulable failure, never an unresolvable one
-                        found_statuses = tuple(s for s in found_statuses if s[0] == UNRESOLVABLE)
-                    statuses = statuses + found_statuses
-                if statuses:
-                    error = fit_error(statuses)
+            error = self.node_error(task, node, static, dynamic, pod_count, resource_check, preempt)
             if error is not None:
                 if group:
                     self.errors.setdefault(group, {})[node.name] = error

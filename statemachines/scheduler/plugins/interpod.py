@@ -144,7 +144,9 @@ class InterPod:
         return out
 
     def prepare(self, fact):
-        """kube-scheduler's PreFilter for one task: a per-node check, or None when nothing applies."""
+        """kube-scheduler's PreFilter for one task: (a per-node check of the node's labels, the
+        (key, value) pairs outside which every node passes, or None when the nodes that fail cannot
+        be listed that way: required affinity), or None when nothing applies."""
         forbidden = self.existing(fact)
         constraints = fact.constraints
         affinity = anti = None
@@ -158,6 +160,11 @@ class InterPod:
         if affinity is None and not anti and not forbidden:
             return None
         forbidden_set = set(forbidden)
+        pairs = None
+        if affinity is None:
+            pairs = list(forbidden_set)
+            for key, counts in anti or ():
+                pairs.extend(pair for pair in counts if pair[0] == key)
 
         def check(labels: dict[str, str]) -> tuple[int, str] | None:
             if affinity is not None:
@@ -182,4 +189,4 @@ class InterPod:
                         return (UNSCHEDULABLE, EXISTING_ANTI_AFFINITY)
             return None
 
-        return check
+        return check, pairs

@@ -70,7 +70,9 @@ class Dynamic:
 
     def __init__(self, ssn: Session, *, node_ports: bool = True, pod_affinity: bool = True,
                  topology_spread: bool = True) -> None:
+        self.ssn = ssn
         self.node_ports = node_ports
+        self.labels: dict[str, dict] = {}
         self.interpod = InterPod(ssn) if pod_affinity else None
         self.spread = TopologySpread(ssn, node_included) if topology_spread else None
         if self.interpod is not None or self.spread is not None:
@@ -91,19 +93,56 @@ class Dynamic:
 
     def prepare(self, fact: TaskFact):
         """The task's per-node check (node -> statuses, () when it passes), or None when nothing applies."""
+        prepared = self._prepare(fact)
+        return prepared[0] if prepared is not None else None
+
+    def failing(self, fact: TaskFact):
+        """(The per-node check, the indexes of the nodes it fails) without examining every node, or
+        None when those nodes cannot be listed from labels (host ports, required pod affinity)."""
+        prepared = self._prepare(fact)
+        if prepared is None or prepared[1] is None:
+            return None
+        run, pairs, keys = prepared
+        nodes = self.ssn.node_list
+        candidates: set[int] = set()
+        for key, value in pairs:
+            candidates.update(self._by_label(key).get(value, ()))
+        for key in keys:
+            candidates.update(self._by_label(key).get(None, ()))
+        return run, {i for i in candidates if run(nodes[i])}
+
+    def _by_label(self, key: str) -> dict:
+        """Node indexes by their value of label `key` (None: the nodes without it)."""
+        index = self.labels.get(key)
+        if index is None:
+            index = self.labels[key] = {}
+            for node in self.ssn.node_list:
+                index.setdefault(node.fact.labels.get(key), []).append(node.index)
+        return index
+
+    def _prepare(self, fact: TaskFact):
+        """(run, pairs, keys): the check; the (key, value) pairs outside which nodes pass, None if
+        not enumerable; the labels a node must carry."""
         checks = []
+        pairs: list | None = []
+        keys: tuple = ()
         if self.node_ports:
             check = ports.prepare(fact)
             if check is not None:
                 checks.append((check, False))
+                pairs = None
         if self.interpod is not None:
-            check = self.interpod.prepare(fact)
-            if check is not None:
-                checks.append((check, True))
+            prepared = self.interpod.prepare(fact)
+            if prepared is not None:
+                checks.append((prepared[0], True))
+                pairs = None if pairs is None or prepared[1] is None else pairs + prepared[1]
         if self.spread is not None:
-            check = self.spread.prepare(fact)
-            if check is not None:
-                checks.append((check, True))
+            prepared = self.spread.prepare(fact)
+            if prepared is not None:
+                checks.append((prepared[0], True))
+                if pairs is not None:
+                    pairs = pairs + prepared[1]
+                keys = prepared[2]
         if not checks:
             return None
 
@@ -118,7 +157,7 @@ class Dynamic:
                         break
             return statuses
 
-        return run
+        return run, pairs, keys
 
 
 def untolerated(placement: Placement, node: NodeFact):

@@ -84,12 +84,14 @@ class TopologySpread:
         return nodes
 
     def prepare(self, fact):
-        """The per-node check of this task's hard constraints, or None when it has none."""
+        """(The per-node check of this task's hard constraints, the (key, value) pairs of the domains
+        that fail, the keys a node must carry), or None when the task has none."""
         constraints = fact.constraints
         if constraints is None or not constraints.spread:
             return None
         keys = tuple(dict.fromkeys(s.topology_key for s in constraints.spread))
         prepared = []
+        pairs: list[tuple[str, str]] = []
         for s in constraints.spread:
             counts = self._counts(fact.namespace, s.selector).nodes
             domains: dict[str, int] = {}
@@ -100,7 +102,9 @@ class TopologySpread:
             if len(domains) < s.min_domains:
                 least = 0
             own = 1 if matches(s.selector, fact.labels) else 0
-            prepared.append((s.topology_key, s.max_skew + least - own, domains))
+            limit = s.max_skew + least - own
+            prepared.append((s.topology_key, limit, domains))
+            pairs.extend((s.topology_key, value) for value, n in domains.items() if n > limit)
 
         def check(labels: dict[str, str]) -> tuple[int, str] | None:
             for key, limit, domains in prepared:
@@ -111,4 +115,4 @@ class TopologySpread:
                     return (UNSCHEDULABLE, CONSTRAINTS)
             return None
 
-        return check
+        return check, pairs, keys
