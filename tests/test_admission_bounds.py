@@ -229,8 +229,10 @@ def _inputs() -> dict[str, tuple[str, str, int]]:
         "maxRetry-2^40": (dump(seed(spec__maxRetry=2**40)), "spec.maxRetry in body must be of type int32", 1),
         "port-70000": (dump(seed(spec__plugins__pytorch__2="--port=70000")), "a port must be between 1 and 65535", 1),
         "nul": (json.dumps(seed(metadata__name="x\x00y")), "metadata.name holds a NUL byte", 1),
-        "metadata-list": (dump(seed(metadata=["a"])), "metadata must be a mapping, not list", 1),
-        "name-int": (dump(seed(metadata__name=7)), "metadata.name must be a string, not int 7", 1),
+        "metadata-list": (dump(seed(metadata=["a"])),
+                          "json: cannot unmarshal array into Go value of type v1.ObjectMeta", 1),
+        "name-int": (dump(seed(metadata__name=7)),
+                     "json: cannot unmarshal number into Go struct field ObjectMeta.name of type string", 1),
         "deep": ("a: " + "[" * 3000 + "]" * 3000 + "\n", "nesting deeper than 100 levels", 2),
         "bomb": (_bomb(), "an alias bomb?", 2),
     }
@@ -265,7 +267,7 @@ def test_cli_subprocess_prints_no_traceback(tmp_path):
         proc = subprocess.run([sys.executable, "-m", "vcbus.cli.main", command, str(path)], capture_output=True,
                               text=True, timeout=120)
         assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
-        assert "metadata must be a mapping, not list" in proc.stdout + proc.stderr
+        assert "cannot unmarshal array into Go value of type v1.ObjectMeta" in proc.stdout + proc.stderr
 
 
 def test_unquoted_date_name_is_a_string_and_is_admitted(tmp_path, capsys):

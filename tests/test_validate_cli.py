@@ -52,14 +52,19 @@ def test_denied_job_prints_each_problem_with_field_and_exits_1(tmp_path, capsys)
     assert err == "error: 1 of 1 objects denied\n"
 
 
-def test_multi_document_file_reports_every_object_and_skips_other_kinds(tmp_path, capsys):
+def test_multi_document_file_reports_every_object_and_other_kinds_need_skip_unknown(tmp_path, capsys):
     path = write(tmp_path, "many.yaml", job("a"), {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}}, job("b", queue="x"))
-    code, out, _ = run(capsys, "validate", path)
-    assert code == 1
+    code, out, err = run(capsys, "validate", path)
+    assert code == 2
     lines = out.splitlines()
     assert lines[0].endswith("Job a: ok")
-    assert "ConfigMap cm: skipped" in lines[1]
+    assert "ConfigMap cm: not checked (" in lines[1] and "--skip-unknown to pass over it" in lines[1]
     assert "Job b: denied" in lines[2]
+    assert err == ("error: 1 of 3 objects not checked (1 ConfigMap (v1): vcbus checks batch.volcano.sh/v1alpha1 Job and "
+                   "scheduling.volcano.sh/v1beta1 Queue objects) and 1 denied; give --skip-unknown to pass over other kinds\n")
+    code, out, _ = run(capsys, "validate", "--skip-unknown", path)
+    assert code == 1
+    assert "ConfigMap cm: skipped (" in out.splitlines()[1]
 
 
 def test_queues_file_supplies_the_queues(tmp_path, capsys):
@@ -110,7 +115,7 @@ def test_json_output(tmp_path, capsys):
     code, out, _ = run(capsys, "validate", "-o", "json", write(tmp_path, "j.yaml", job(minAvailable=2)))
     result = json.loads(out)[0]
     assert code == 1 and result["allowed"] is False
-    assert result["problems"] == [{"field": "spec.minAvailable",
+    assert result["problems"] == [{"field": "spec.minAvailable", "line": 7,
                                    "message": "job 'minAvailable' should not be greater than total replicas in tasks;"}]
 
 

@@ -6,20 +6,36 @@ point at `file:line`. Unreadable input raises `ManifestError` (a `UserError`,
 exit code 2) whose message names the file, the document and the line, e.g.
 `bad.yaml:7:3: document 2: mapping values are not allowed here`.
 `-` reads standard input.
+
+Input that is not a manifest at all is named for what it is: gzip (or other
+compressed) data, binary data, a file larger than `MAX_FILE_BYTES`, JSON
+nested deeper than `MAX_DEPTH`. Each `Document` of a YAML file also knows the
+line of each of its keys (`lines`, by field path) and the keys it gives twice
+(`duplicates`), so strict checks can point at the line; JSON documents know
+their duplicated keys, not their lines.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import click
 import yaml
 
 from vcbus.errors import UserError
-from vcbus.guarded_yaml import yaml_values
+from vcbus.guarded_yaml import MAX_DEPTH, MAX_DOCUMENT_BYTES, yaml_objects
+
+MAX_FILE_BYTES = 64 * 1024 * 1024
+"""Largest manifest file read (a List of thousands of jobs fits; a larger file is not a manifest)."""
+
+_COMPRESSED = {b"\x1f\x8b": ("gzip", "gunzip -c"), b"BZh": ("bzip2", "bunzip2 -c"), b"\xfd7zXZ\x00": ("xz", "xz -dc"),
+               b"\x28\xb5\x2f\xfd": ("zstd", "zstd -dc"), b"PK\x03\x04": ("zip", "unzip -p")}
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 
 
 class ManifestError(UserError):
@@ -34,6 +50,12 @@ class Document:
     index: int  # document number in the file, 1-based
     line: int  # line where the object starts, 1-based
     obj: dict[str, Any]
+    lines: dict[str, int] = field(default_factory=dict, compare=False, repr=False)  # field path -> line of its key
+    duplicates: tuple[tuple[str, int], ...] = ()  # (field path, line) of keys given twice
+
+    def line_of(self, path: str) -> int:
+        """The line of the key at field path `path` (the object's line when not known, e.g. in JSON)."""
+        return self.lines.get(path, self.line)
 
     @property
     def where(self) -> str:
@@ -56,22 +78,51 @@ class Document:
         return f"{self.kind or '<no kind>'} {self.name or '<no name>'}"
 
 
-def read_text(path: str) -> str:
-    if path == "-":
-        return sys.stdin.read()
+def read_bytes(path: str) -> bytes:
+    """The file's bytes (at most MAX_FILE_BYTES; `-` is standard input)."""
     try:
-        return Path(path).read_text(encoding="utf-8")
+        if path == "-":
+            data = sys.stdin.buffer.read(MAX_FILE_BYTES + 1)
+        else:
+            with Path(path).open("rb") as handle:
+                data = handle.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         raise ManifestError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise ManifestError(f"{path}: is a directory") from None
-    except UnicodeDecodeError as err:
-        raise ManifestError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
     except OSError as err:
         raise ManifestError(f"{path}: cannot read: {err.strerror}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise ManifestError(
+            f"{path}: more than {MAX_FILE_BYTES >> 20} MiB, larger than any manifest the API server would take"
+            " (a request is at most 3 MiB): give the objects to check, not a dump"
+        )
+    return data
 
 
-def _expand(source: str, index: int, line: int, obj: Any) -> list[Document]:
+def read_text(path: str) -> str:
+    """The file as text; compressed or binary data is refused with what it is and what to give instead."""
+    data = read_bytes(path)
+    for magic, (kind, command) in _COMPRESSED.items():
+        if data.startswith(magic):
+            shown = "FILE" if path == "-" else path
+            context = click.get_current_context(silent=True)
+            name = context.command_path if context is not None else "vcbus validate"
+            raise ManifestError(
+                f"{path}: {kind}-compressed data, not a YAML or JSON manifest: decompress it first"
+                f" (`{command} {shown} | {name} -`)"
+            )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ManifestError(
+            f"{path}: binary data or another encoding (not UTF-8: {err.reason} at byte {err.start}),"
+            " not a YAML or JSON manifest (kubectl reads UTF-8)"
+        ) from None
+
+
+def _expand(source: str, index: int, line: int, obj: Any, lines: dict[str, int] | None = None,
+            duplicates: tuple[tuple[str, int], ...] = ()) -> list[Document]:
     if obj is None:
         return []
     if not isinstance(obj, dict):
@@ -79,28 +130,99 @@ def _expand(source: str, index: int, line: int, obj: Any) -> list[Document]:
             f"{source}:{line}: document {index}: expected an object (a mapping), got {type(obj).__name__}"
         )
     kind = str(obj.get("kind", ""))
+    lines = lines or {}
     if kind.endswith("List") and isinstance(obj.get("items"), list):
         docs = []
-        for item in obj["items"]:
-            docs += _expand(source, index, line, item)
+        for i, item in enumerate(obj["items"]):
+            prefix = f"items[{i}]"
+            sub = {p[len(prefix) + 1:]: n for p, n in lines.items() if p.startswith(prefix + ".")}
+            dups = tuple((p[len(prefix) + 1:], n) for p, n in duplicates if p.startswith(prefix + "."))
+            docs += _expand(source, index, lines.get(prefix, line), item, sub, dups)
         return docs
-    return [Document(source, index, line, obj)]
+    return [Document(source, index, line, obj, lines, duplicates)]
+
+
+def _json_too_deep(source: str, text: str) -> ManifestError:
+    """The error for JSON nested deeper than MAX_DEPTH, with the line where it gets too deep."""
+    depth = 0
+    for match in _JSON_TOKEN.finditer(text):
+        token = match.group()
+        if token in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                line = text.count("\n", 0, match.start()) + 1
+                return ManifestError(f"{source}:{line}: nesting deeper than {MAX_DEPTH} levels")
+        elif token in "]}":
+            depth -= 1
+    return ManifestError(f"{source}: nesting deeper than {MAX_DEPTH} levels")
+
+
+def _depth(obj: Any) -> int:
+    """How deep `obj` nests (iterative: a deep value cannot exhaust the stack)."""
+    deepest = 0
+    stack = [(obj, 1)]
+    while stack:
+        value, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value)
+    return deepest
 
 
 def _load_json(source: str, text: str) -> list[Document]:
     try:
-        obj = json.loads(text)
+        obj = json.loads(text)  # the C parser first: fast, and it shows the depth and the size
     except json.JSONDecodeError as err:
         raise ManifestError(f"{source}:{err.lineno}:{err.colno}: invalid JSON: {err.msg}") from None
-    if isinstance(obj, list):
-        return [doc for item in obj for doc in _expand(source, 1, 1, item)]
-    return _expand(source, 1, 1, obj)
+    except RecursionError:
+        raise _json_too_deep(source, text) from None
+    listed = isinstance(obj, list) or (isinstance(obj, dict) and str(obj.get("kind", "")).endswith("List"))
+    if not listed and len(text) > MAX_DOCUMENT_BYTES:
+        raise ManifestError(
+            f"{source}:1: {len(text.encode()) / (1 << 20):.1f} MiB of JSON, more than the API server accepts in one"
+            f" request ({MAX_DOCUMENT_BYTES >> 20} MiB; etcd stores at most 1.5 MiB per object)"
+        )
+    if _depth(obj) > MAX_DEPTH + 2:
+        raise _json_too_deep(source, text)
+    duplicated: dict[int, list[str]] = {}
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        for key, value in items:
+            if key in found:
+                duplicated.setdefault(id(found), []).append(key)
+            found[key] = value
+        return found
+
+    obj = json.loads(text, object_pairs_hook=pairs)  # again, to see the keys given twice
+    items = obj if isinstance(obj, list) else [obj]
+    docs: list[Document] = []
+    for item in items:
+        dups = _duplicate_paths(item, duplicated) if duplicated else ()
+        docs += _expand(source, 1, 1, item, None, tuple((p, 1) for p in dups))
+    return docs
+
+
+def _duplicate_paths(root: Any, duplicated: dict[int, list[str]]) -> list[str]:
+    """Field paths of the keys `json.loads` saw twice (by the id of the object that holds them)."""
+    out: list[str] = []
+    stack: list[tuple[str, Any]] = [("", root)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, dict):
+            out += [f"{path}.{key}" if path else key for key in duplicated.get(id(value), ())]
+            stack.extend((f"{path}.{k}" if path else k, v) for k, v in reversed(value.items()))
+        elif isinstance(value, list):
+            stack.extend((f"{path}[{i}]", v) for i, v in reversed(list(enumerate(value))))
+    return out
 
 
 def _load_yaml(source: str, text: str) -> list[Document]:
     docs: list[Document] = []
-    for line, index, obj in yaml_values(text, source):  # guarded: no alias bombs, bounded depth
-        docs += _expand(source, index, line, obj)
+    for doc in yaml_objects(text, source):  # guarded: no alias bombs, bounded depth and size
+        docs += _expand(source, doc.index, doc.line, doc.value, doc.lines, doc.duplicates)
     return docs
 
 
@@ -108,8 +230,8 @@ def load_documents(path: str) -> list[Document]:
     """Every object in `path` (YAML or JSON; `List` objects expanded).
 
     Raises:
-        ManifestError: the file is missing, unreadable or not valid YAML/JSON,
-            or a document is not a mapping.
+        ManifestError: the file is missing, unreadable, compressed or binary, too large,
+            not valid YAML/JSON, nested too deeply, or a document is not a mapping.
     """
     text = read_text(path)
     if text.lstrip().startswith(("{", "[")):

@@ -9,6 +9,12 @@ Mutations come back as a base64 JSON Patch with `patchType: JSONPatch`; when
 no operation applies, the response carries no patch (upstream sends the
 literal `null`, which the API server treats the same way).
 
+An object whose fields have the wrong types (`replicas: two`) is refused with
+the CRD schema's words, which name the field and the type: Volcano's webhook
+fails to decode it. Unknown and duplicated fields never reach a webhook: the
+API server's strict decoding refuses them, or prunes them (field validation
+Ignore/Warn) before calling it (`statemachines.admission.decoding`).
+
 A vcjob or Queue CREATE whose name is not a DNS-1123 subdomain is refused with
 the API server's message: in a cluster the API server refuses it before any webhook,
 and a caller of this webhook alone must not get an `allowed` for it.
@@ -22,9 +28,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from statemachines.admission.bounds import DEFAULT_MAX_PODS, object_problems
+from statemachines.admission.decoding import type_errors
 from statemachines.admission.mutate import DEFAULT_SCHEDULER, job_patch
 from statemachines.admission.queues import QueueIndex, queue_patch, validate_queue
-from statemachines.admission.schema import QUEUE_KIND, name_errors, schema_message
+from statemachines.admission.schema import JOB_SCHEMA, QUEUE_KIND, QUEUE_SCHEMA, meta_errors, schema_message
 from statemachines.admission.validate import validate_create, validate_update
 
 JOBS = ("batch.volcano.sh", "v1alpha1", "jobs")
@@ -68,6 +75,10 @@ def _object(request: dict[str, Any], key: str, gvr: tuple[str, str, str]) -> dic
     broken = object_problems(obj)
     if broken:
         raise ValueError("; ".join(message for _, message in broken))
+    schema, kind = (JOB_SCHEMA, "Job.batch.volcano.sh") if gvr == JOBS else (QUEUE_SCHEMA, QUEUE_KIND)
+    mistyped = type_errors(obj, schema)  # what Volcano's typed decoding refuses, named by field and type
+    if mistyped:
+        raise ValueError(schema_message(obj, mistyped, kind))
     return obj
 
 
@@ -88,7 +99,7 @@ def handle(path: str, review: Any, *, queues: QueueIndex, settings: Settings | N
         if path == "/jobs/validate":
             job = _object(request, "object", JOBS)
             if operation == "CREATE":
-                refused = name_errors(job)  # the API server's own check, which it runs before any webhook
+                refused = meta_errors(job)  # the API server's own check, which it runs before any webhook
                 if refused:
                     return _response(uid, allowed=False, message=schema_message(job, refused))
                 verdict = validate_create(
@@ -110,7 +121,7 @@ def handle(path: str, review: Any, *, queues: QueueIndex, settings: Settings | N
             key = "oldObject" if operation == "DELETE" else "object"
             queue = _object(request, key, QUEUES)
             old = _object(request, "oldObject", QUEUES) if operation == "UPDATE" else None
-            refused = name_errors(queue) if operation == "CREATE" else []
+            refused = meta_errors(queue, create=operation == "CREATE")
             if refused:
                 return _response(uid, allowed=False, message=schema_message(queue, refused, QUEUE_KIND))
             if operation == "DELETE" and not (queue.get("metadata") or {}).get("name"):

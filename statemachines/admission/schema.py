@@ -25,7 +25,8 @@ refused with `metadata.name: Invalid value: ...: a lowercase RFC 1123 subdomain
 ...`), and those errors come first in the answer (apiextensions-apiserver's
 `customResourceValidator.Validate`). Volcano's own webhook only asks for a
 qualified name, which allows both, so without this check `vcbus validate`
-would accept a job the cluster refuses.
+would accept a job the cluster refuses. The annotations' total size (256 KiB,
+`statemachines.admission.limits`) is checked with the name.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from typing import Any
 
 from statemachines.admission import structural
 from statemachines.admission.fields import FieldError, invalid, is_dns1123_subdomain
+from statemachines.admission.limits import annotation_errors
 
 CRD_SCHEMAS: dict[str, dict[str, Any]] = json.loads(
     resources.files("statemachines.admission").joinpath("crd_schemas.json").read_text(encoding="utf-8")
@@ -61,9 +63,14 @@ def name_errors(obj: dict[str, Any]) -> list[FieldError]:
     return [invalid("metadata.name", name, reason) for reason in is_dns1123_subdomain(name)]
 
 
+def meta_errors(obj: dict[str, Any], *, create: bool = True) -> list[FieldError]:
+    """The API server's checks of a custom resource's metadata: the name (on create), then the annotations' size."""
+    return (name_errors(obj) if create else []) + annotation_errors(obj)
+
+
 def schema_errors(job: dict[str, Any]) -> list[FieldError]:
     """The API server's refusals of `job` (after defaulting and mutation): its name, then the CRD schema."""
-    errs: list[FieldError] = name_errors(job)
+    errs: list[FieldError] = meta_errors(job)
     body = {k: v for k, v in job.items() if k != "metadata"}
     return errs + structural.errors(body, JOB_SCHEMA, "")
 

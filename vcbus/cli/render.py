@@ -15,11 +15,12 @@ import click
 
 from statemachines.admission import QueueIndex, mutate_job, validate_create
 from statemachines.admission.bounds import DEFAULT_MAX_PODS, object_problems
+from statemachines.admission.decoding import kind_problem, type_errors
 from statemachines.admission.mutate import DEFAULT_SCHEDULER
-from statemachines.admission.schema import crd_defaults, schema_errors, schema_message
+from statemachines.admission.schema import JOB_SCHEMA, crd_defaults, schema_errors, schema_message
 from statemachines.manifests.job import prepare, render_job
 from statemachines.plugins import PluginError
-from vcbus.cli.validate import JOB_API, parse_feature_gates
+from vcbus.cli.validate import JOB_API, decode_refusal, describe_kinds, parse_feature_gates
 from vcbus.cli.output import name_of
 from vcbus.errors import UserError
 from vcbus.manifests import Document, dump_json, dump_yaml, load_all, load_documents
@@ -40,20 +41,25 @@ def _queues(job: dict[str, Any], queue_files: tuple[str, ...]) -> QueueIndex:
 
 def _render_one(doc: Document, *, file: str, namespace: str, scheduler_name: str, queue_files: tuple[str, ...],
                 pod_level_resources: bool, max_pods: int = DEFAULT_MAX_PODS) -> list[dict[str, Any]]:
-    """Check one job as the API server would, then render it."""
+    """Check one job as kubectl and the API server would, then render it."""
+    hint = f"\n(run `vcbus validate {file}` for each problem and its field)"
+    refusal = decode_refusal(doc)
+    if refusal is not None:
+        raise UserError(f"{doc.where}: {doc.label}: {refusal['message']}{hint}", exit_code=1)
     broken = object_problems(doc.obj)
     if broken:
         raise UserError(f"{doc.where}: {doc.label}: not a readable job: {'; '.join(m for _, m in broken)}", exit_code=1)
     job = crd_defaults(prepare(doc.obj, namespace=namespace))
+    mistyped = type_errors(job, JOB_SCHEMA)
+    if mistyped:
+        raise UserError(f"{doc.where}: {doc.label}: {schema_message(job, mistyped)}{hint}", exit_code=1)
     mutated = mutate_job(job, scheduler_name=scheduler_name)
     schema = schema_errors(mutated)
     verdict = validate_create(mutated, queues=_queues(mutated, queue_files), pod_level_resources=pod_level_resources,
                               max_pods=max_pods)
     if schema or not verdict.allowed:
         why = schema_message(mutated, schema) if schema else f"the admission webhook would deny it: {verdict.message}"
-        raise UserError(
-            f"{doc.where}: {doc.label}: {why}\n(run `vcbus validate {file}` for each problem and its field)", exit_code=1
-        )
+        raise UserError(f"{doc.where}: {doc.label}: {why}{hint}", exit_code=1)
     keys = generate_ssh_keypair() if _needs_ssh_keys(job) else None
     queue = _queues(mutated, queue_files).get(str((mutated.get("spec") or {}).get("queue", ""))) or {}
     forwarding = bool((queue.get("spec") or {}).get("extendClusters"))
@@ -99,9 +105,11 @@ def render_command(file: str, output: str, pod_name: str | None, namespace: str,
     label and an annotation.
     """
     gates = parse_feature_gates(feature_gates)
-    jobs = [d for d in load_documents(file) if d.kind == "Job" and d.obj.get("apiVersion") == JOB_API]
+    docs = load_documents(file)
+    jobs = [d for d in docs if kind_problem(d.obj) is not None or (d.kind, d.obj.get("apiVersion")) == ("Job", JOB_API)]
     if not jobs:
-        raise UserError(f"{file}: no {JOB_API} Job in it")
+        holds = f"holds {describe_kinds(docs)}" if docs else "has no objects in it (empty, or only comments)"
+        raise UserError(f"{file}: {holds}, no {JOB_API} Job to render: give a vcjob manifest, e.g. examples/resnet-dist-train.yaml")
     objects: list[dict[str, Any]] = []
     for doc in jobs:
         try:
@@ -111,7 +119,9 @@ def render_command(file: str, output: str, pod_name: str | None, namespace: str,
         except PluginError as err:
             raise UserError(f"{doc.where}: {doc.label}: the controller could not create its pods: {err}", exit_code=1) from err
         except (ValueError, TypeError, AttributeError, KeyError, RecursionError) as err:
-            raise UserError(f"{doc.where}: {doc.label}: malformed object, cannot render it: {err!r}") from err
+            raise UserError(
+                f"{doc.where}: {doc.label}: malformed object, cannot render it ({type(err).__name__}: {err})"
+            ) from err
     if pod_name is not None:
         pods = [o for o in objects if o.get("kind") == "Pod"]
         chosen = [p for p in pods if p["metadata"]["name"] == pod_name]

@@ -1,12 +1,17 @@
 """`vcbus validate`: Volcano's job and queue admission, offline, on manifest files.
 
-Each vcjob goes through what the API server does: the CRD defaults, the
-mutating webhook (CREATE only), the CRD schema, then the validating webhook
-(CREATE, or the UPDATE rules with `--old`). Each
-Queue goes through the queue webhooks. The result is printed per object, one
-line per problem with the field it is about, followed by the exact message
-the API server would return. Exit status: 0 all admitted, 1 some object
-denied, 2 unreadable input or bad options.
+Each object first goes through what `kubectl apply` and the API server's
+decoding do (`decode_refusal`): kubectl's apiVersion/kind checks and REST
+mapping, ObjectMeta's Go types, strict field validation (unknown and
+duplicated fields, with their lines), the size limits. Then each vcjob goes
+through the CRD defaults, the schema's type check (Volcano's webhook decodes
+into Go types), the mutating webhook (CREATE only), the CRD schema, then the
+validating webhook (CREATE, or the UPDATE rules with `--old`). Each Queue goes
+through the queue webhooks. The result is printed per object, one line per
+problem with the field it is about (and its line), followed by the exact
+message kubectl would print. An object of a kind vcbus does not check is an
+error unless `--skip-unknown`. Exit status: 0 all admitted, 1 some object
+denied, 2 unreadable input, an object vcbus does not check, or bad options.
 """
 
 from __future__ import annotations
@@ -19,10 +24,15 @@ import click
 from statemachines.admission import QueueIndex, default_queues, mutate_job, validate_create, validate_update
 from statemachines.admission.mutate import DEFAULT_SCHEDULER
 from statemachines.admission.bounds import DEFAULT_MAX_PODS, object_problems
+from statemachines.admission.decoding import (
+    decode_message, kind_problem, metadata_error, strict_errors, strict_message, type_errors,
+)
+from statemachines.admission.limits import size_error
 from statemachines.admission.mutate import apply_patch
 from statemachines.admission.queues import queue_patch, validate_queue
 from statemachines.admission.schema import (
-    QUEUE_KIND, crd_defaults, crd_queue_defaults, name_errors, queue_schema_errors, schema_errors, schema_message,
+    JOB_SCHEMA, QUEUE_KIND, QUEUE_SCHEMA, crd_defaults, crd_queue_defaults, meta_errors, queue_schema_errors,
+    schema_errors, schema_message,
 )
 from statemachines.plugins.args import parse_go_bool
 from vcbus.errors import UserError
@@ -32,6 +42,8 @@ JOB_API = "batch.volcano.sh/v1alpha1"
 QUEUE_API = "scheduling.volcano.sh/v1beta1"
 FEATURE_GATES = {"PodLevelResources": True}
 WEBHOOKS = {"Job": "validatejob.volcano.sh", "Queue": "validatequeue.volcano.sh"}
+CHECKED = {(JOB_API, "Job"): JOB_SCHEMA, (QUEUE_API, "Queue"): QUEUE_SCHEMA}
+NOT_CHECKED = f"vcbus checks {JOB_API} Job and {QUEUE_API} Queue objects"
 
 
 def parse_feature_gates(values: tuple[str, ...]) -> dict[str, bool]:
@@ -70,65 +82,131 @@ def _old_for(doc: Document, olds: list[Document]) -> dict[str, Any] | None:
     return kinds[0].obj if len(kinds) == 1 else None
 
 
+def _problem(doc: Document, field: str, message: str, line: int | None = None) -> dict[str, Any]:
+    """A problem's record: its field, its message, and the line of its key when the file shows it."""
+    problem: dict[str, Any] = {"field": field, "message": message}
+    where = line if line is not None else doc.lines.get(field)
+    if where is not None:
+        problem["line"] = where
+    return problem
+
+
+def decode_refusal(doc: Document) -> dict[str, Any] | None:
+    """What kubectl or the API server's decoding answers before any webhook, else None.
+
+    {message, kubectl, problems}: `message` the API server's (or kubectl's) text,
+    `kubectl` the whole line `kubectl apply -f` prints. Objects of kinds vcbus does
+    not check pass (`check` reports them).
+    """
+    obj, source = doc.obj, doc.source
+    kind = kind_problem(obj)
+    if kind is not None:
+        stage, text = kind
+        if stage == "validation":
+            line = f'error: error validating "{source}": error validating data: {text}; if you choose to ignore these errors, turn validation off with --validate=false'
+            return {"message": text, "kubectl": line, "problems": [_problem(doc, "kind" if "kind" in text else "apiVersion", text)]}
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        line = (f'error: resource mapping not found for name: "{meta.get("name", "")}" namespace: "{meta.get("namespace", "")}"'
+                f' from "{source}": {text}')
+        return {"message": text, "kubectl": line + "\nensure CRDs are installed first",
+                "problems": [_problem(doc, "kind", text)]}
+    schema = CHECKED.get((obj["apiVersion"], obj["kind"]))
+    if schema is None:
+        return None
+    created = f'Error from server (BadRequest): error when creating "{source}": '
+    undecodable = metadata_error(obj)
+    if undecodable is not None:
+        field, error = undecodable
+        message = decode_message(obj["kind"], obj["apiVersion"], error)
+        return {"message": message, "kubectl": created + message, "problems": [_problem(doc, field, error)]}
+    errors = strict_errors(obj, schema, [path for path, _ in doc.duplicates])
+    if errors:
+        message = strict_message(obj["kind"], obj["apiVersion"], errors)
+        dup_lines = iter(line for _, line in doc.duplicates)
+        problems = [_problem(doc, e.split('"')[1], e, next(dup_lines) if e.startswith("duplicate") else None)
+                    for e in errors]
+        return {"message": message, "kubectl": created + message, "problems": problems}
+    too_large = size_error(obj)
+    if too_large:
+        return {"message": too_large, "kubectl": f'Error from server: error when creating "{source}": {too_large}',
+                "problems": [_problem(doc, "", too_large)]}
+    return None
+
+
+def _refused(result: dict[str, Any], doc: Document, errors: list[Any], message: str) -> dict[str, Any]:
+    """`result` denied by the API server itself (schema, name, types): one problem per field error."""
+    result.update(allowed=False, webhook="", message=message)
+    result["problems"] = [_problem(doc, e.path, e.body()) for e in errors]
+    return result
+
+
 def check(doc: Document, *, queues: QueueIndex, olds: list[Document] | None, gates: dict[str, bool], scheduler: str,
           max_pods: int = DEFAULT_MAX_PODS) -> dict[str, Any]:
-    """One object's result: {object, where, operation, allowed, problems[{field, message}], message}."""
+    """One object's result: {object, where, operation, allowed, problems[{field, message, line?}], message}."""
     result: dict[str, Any] = {"object": doc.label, "where": doc.where, "allowed": True, "problems": [], "message": ""}
+    refusal = decode_refusal(doc)
+    if refusal is not None:
+        result.update(operation="CREATE", allowed=False, webhook="", **refusal)
+        return result
     broken = object_problems(doc.obj)
     if broken:  # nothing can read it: not a Kubernetes object at all
         result.update(operation="CREATE", allowed=False, webhook="", message="; ".join(m for _, m in broken))
-        result["problems"] = [{"field": f, "message": m} for f, m in broken]
+        result["problems"] = [_problem(doc, f, m) for f, m in broken]
         return result
     api = str(doc.obj.get("apiVersion", ""))
+    if (api, doc.kind) not in CHECKED:
+        result.update(allowed=None, skipped=f"not checked: {NOT_CHECKED}")
+        return result
     old = _old_for(doc, olds) if olds is not None else None
     if olds is not None and old is None:
         raise UserError(f"{doc.where}: {doc.label}: no object of that kind and name in --old")
     result["operation"] = "UPDATE" if old is not None else "CREATE"
-    if doc.kind == "Job" and api == JOB_API:
+    if doc.kind == "Job":
         job = crd_defaults(doc.obj)
         job.setdefault("metadata", {}).setdefault("namespace", "default")
+        mistyped = type_errors(job, JOB_SCHEMA)  # Volcano's webhook decodes into Go types before anything else
+        if mistyped:
+            return _refused(result, doc, mistyped, schema_message(job, mistyped))
         if old is None:
             job = mutate_job(job, scheduler_name=scheduler)
         schema = schema_errors(job)
         if schema:
-            result.update(allowed=False, webhook="", message=schema_message(job, schema))
-            result["problems"] = [{"field": e.path, "message": e.body()} for e in schema]
-            return result
+            return _refused(result, doc, schema, schema_message(job, schema))
         if old is None:
             verdict = validate_create(job, queues=queues, pod_level_resources=gates["PodLevelResources"], max_pods=max_pods)
         else:
             verdict = validate_update(crd_defaults(old), job, max_pods=max_pods)
         result["allowed"], result["message"] = verdict.allowed, verdict.message
-        result["problems"] = [{"field": p.field, "message": p.message.strip()} for p in verdict.problems]
-    elif doc.kind == "Queue" and api == QUEUE_API:
+        result["problems"] = [_problem(doc, p.field, p.message.strip()) for p in verdict.problems]
+    else:
         queue = crd_queue_defaults(doc.obj)
+        mistyped = type_errors(queue, QUEUE_SCHEMA)
+        if mistyped:
+            return _refused(result, doc, mistyped, schema_message(queue, mistyped, QUEUE_KIND))
         queue = queue if old is not None else apply_patch(queue, queue_patch(queue))
-        # The API server's checks, before the validating webhook: the name (on create) and the CRD schema.
-        refused = (name_errors(queue) if old is None else []) + queue_schema_errors(queue)
+        # The API server's checks, before the validating webhook: the metadata and the CRD schema.
+        refused = meta_errors(queue, create=old is None) + queue_schema_errors(queue)
         if refused:
-            result.update(allowed=False, webhook="", message=schema_message(queue, refused, QUEUE_KIND))
-            result["problems"] = [{"field": e.path, "message": e.body()} for e in refused]
-            return result
+            return _refused(result, doc, refused, schema_message(queue, refused, QUEUE_KIND))
         error = validate_queue(result["operation"], queue, old, queues)
         if error:
-            result.update(allowed=False, message=error, problems=[{"field": "", "message": error}])
-    else:
-        result["skipped"] = f"not checked: vcbus validates {JOB_API} Job and {QUEUE_API} Queue objects"
+            result.update(allowed=False, message=error, problems=[_problem(doc, "", error)])
     return result
 
 
 def _checked(doc: Document, **options: Any) -> dict[str, Any]:
-    """`check`, with a clear error for an object too malformed to check (wrong types deep inside)."""
+    """`check`, with a clear error for an object too malformed to check (a case no rule above names)."""
     try:
         return check(doc, **options)
     except (ValueError, TypeError, AttributeError, KeyError) as err:
-        raise UserError(f"{doc.where}: {doc.label}: malformed object, cannot check it: {err!r}") from err
+        raise UserError(f"{doc.where}: {doc.label}: malformed object, cannot check it ({type(err).__name__}: {err})") from err
 
 
-def _print_text(result: dict[str, Any]) -> None:
+def _print_text(result: dict[str, Any], skip_unknown: bool) -> None:
     head = f"{result['where']}: {result['object']}"
     if result.get("skipped"):
-        click.echo(f"{head}: skipped ({result['skipped']})")
+        hint = "" if skip_unknown else "; --skip-unknown to pass over it"
+        click.echo(f"{head}: {'skipped' if skip_unknown else 'not checked'} ({result['skipped']}{hint})")
         return
     if result["allowed"]:
         click.echo(f"{head}: ok")
@@ -136,12 +214,34 @@ def _print_text(result: dict[str, Any]) -> None:
     click.echo(f"{head}: denied ({result['operation']})")
     for problem in result["problems"]:
         text = problem["message"].replace("\n", "\n      ")
+        if "line" in problem:
+            text += f" ({result['where'].rpartition(':')[0]}:{problem['line']})"
         click.echo(f"  - {problem['field']}: {text}" if problem["field"] else f"  - {text}")
     webhook = result.get("webhook", WEBHOOKS.get(result["object"].split(" ")[0], ""))
-    if webhook:
+    if result.get("kubectl"):
+        click.echo("  kubectl would say: " + result["kubectl"].replace("\n", "\n    "))
+    elif webhook:
         click.echo(f'  kubectl would say: admission webhook "{webhook}" denied the request: {result["message"]}')
     else:
         click.echo(f"  kubectl would say: {result['message']} (API server: object name and CRD schema)")
+
+
+def describe_kinds(docs: list[Document]) -> str:
+    """`2 Deployment (apps/v1), 1 ConfigMap (v1)`: what a file holds, for a message."""
+    counts: dict[str, int] = {}
+    for doc in docs:
+        key = f"{doc.kind or '<no kind>'} ({doc.obj.get('apiVersion') or 'no apiVersion'})"
+        counts[key] = counts.get(key, 0) + 1
+    return ", ".join(f"{n} {key}" for key, n in counts.items())
+
+
+def nothing_to_check(files: tuple[str, ...], docs: list[Document]) -> UserError:
+    """The error for input with no object vcbus checks: what the files hold, what to give instead."""
+    names = ", ".join(files)
+    give = f"give {JOB_API} Job or {QUEUE_API} Queue manifests (YAML or JSON), e.g. examples/resnet-dist-train.yaml"
+    if not docs:
+        return UserError(f"{names}: no objects in it (empty, or only comments): {give}")
+    return UserError(f"{names}: holds {describe_kinds(docs)}, nothing vcbus checks: {give}")
 
 
 @click.command("validate")
@@ -156,17 +256,25 @@ def _print_text(result: dict[str, Any]) -> None:
               help="The mutating webhook's default spec.schedulerName.")
 @click.option("--max-pods-per-job", "max_pods", type=click.IntRange(min=1), default=DEFAULT_MAX_PODS, show_default=True,
               help="Deny a job whose tasks ask for more pods than this in all (a vcbus bound; the webhook's flag of the same name).")
+@click.option("--skip-unknown", is_flag=True,
+              help="Pass over objects of kinds vcbus does not check (Deployments, ConfigMaps...) instead of failing (exit 2).")
 @click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def validate_command(files: tuple[str, ...], queue_files: tuple[str, ...], old_files: tuple[str, ...],
-                     feature_gates: tuple[str, ...], scheduler_name: str, max_pods: int, output: str) -> None:
+                     feature_gates: tuple[str, ...], scheduler_name: str, max_pods: int, skip_unknown: bool,
+                     output: str) -> None:
     """Run Volcano's admission webhooks on vcjob and Queue manifests, without a cluster.
 
-    A vcjob goes through what the API server would do with it: the CRD defaults,
-    the mutating webhook's defaults (queue, schedulerName, maxRetry, minAvailable,
-    task names, implicit svc/ssh plugins), the API server's name check (a DNS-1123
-    subdomain) and the CRD schema, then every rule of the
-    validating webhook, with Volcano's own messages. Each problem is printed
-    with its field. Exit status: 0 admitted, 1 denied, 2 unreadable input.
+    Each object first gets kubectl's and the API server's strict decoding:
+    apiVersion and kind, unknown and duplicated fields (`strict decoding
+    error: unknown field "spec.minAvaliable"`, with its line), metadata types,
+    the size limits. A vcjob then goes through what the API server would do
+    with it: the CRD defaults, the mutating webhook's defaults (queue,
+    schedulerName, maxRetry, minAvailable, task names, implicit svc/ssh
+    plugins), the API server's name check (a DNS-1123 subdomain) and the CRD
+    schema, then every rule of the validating webhook, with Volcano's own
+    messages. Each problem is printed with its field. Exit status: 0
+    admitted, 1 denied, 2 unreadable input or an object vcbus does not check
+    (unless --skip-unknown).
 
     \b
     Examples:
@@ -175,21 +283,28 @@ def validate_command(files: tuple[str, ...], queue_files: tuple[str, ...], old_f
       vcbus validate new.yaml --old live.yaml               # an UPDATE: only some fields may change
       vcbus validate job.yaml --feature-gates PodLevelResources=false
       kubectl get vcjob my-job -o yaml | vcbus validate -
+      vcbus validate --skip-unknown app.yaml                # a file that also holds Deployments, Services...
     """
     docs = load_all(list(files))
-    if not docs:
-        raise UserError(f"no objects in {', '.join(files)}")
     gates = parse_feature_gates(feature_gates)
     queues = queue_index(queue_files, docs)
     olds = load_all(list(old_files)) if old_files else None
     results = [_checked(d, queues=queues, olds=olds, gates=gates, scheduler=scheduler_name, max_pods=max_pods) for d in docs]
+    unchecked = [d for d, r in zip(docs, results) if r.get("skipped")]
+    if not docs or (len(unchecked) == len(docs) and not skip_unknown):
+        raise nothing_to_check(files, docs)
     if output == "json":
         click.echo(json.dumps(results, indent=2, ensure_ascii=False))
     else:
         for result in results:
-            _print_text(result)
-    if not all(r["allowed"] for r in results):
-        denied = sum(not r["allowed"] for r in results)
+            _print_text(result, skip_unknown)
+    denied = sum(r["allowed"] is False for r in results)
+    if unchecked and not skip_unknown:
+        raise UserError(
+            f"{len(unchecked)} of {len(results)} objects not checked ({describe_kinds(unchecked)}: {NOT_CHECKED})"
+            + (f" and {denied} denied" if denied else "") + "; give --skip-unknown to pass over other kinds"
+        )
+    if denied:
         raise UserError(f"{denied} of {len(results)} objects denied", exit_code=1)
 
 
