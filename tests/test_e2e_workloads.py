@@ -1,0 +1,111 @@
+"""End to end: a Deployment, a StatefulSet and a plain pod with `schedulerName: volcano`, run by vcbus alone.
+
+The setup of `tests/test_e2e_scheduler.py` (its `Scenario`, `Vcbus` and `scenario` fixture: a real
+API server, KWOK nodes of cpu 5 / memory 16Gi, `vcbus up --kubeconfig` with its own bus). No vcjob:
+vcbus's podgroup controller (statemachines/podgroups/) must give each workload a PodGroup and
+annotate its pods, and vcbus's scheduler must then place them.
+
+envtest runs no kube-controller-manager (the envtest binaries have none), so nothing turns the
+Deployment into a ReplicaSet and pods, nor the StatefulSet into pods: the test creates them as
+those controllers would, with the ownerReferences (`controller: true`, `blockOwnerDeletion: true`)
+and labels they set. For the same reason no garbage collector deletes a PodGroup with its owner
+here; the PodGroups' ownerReferences are checked instead.
+"""
+
+from __future__ import annotations
+
+import pytest
+from kubernetes import client
+
+from tests.test_e2e_scheduler import SG, SV, scenario  # noqa: F401 - scenario is a fixture
+from tests.test_webhook_k8s import webhook  # noqa: F401 - the admission webhook fixture
+from vcbus.k8s.watching import api_request
+
+pytestmark = [pytest.mark.k8s, pytest.mark.nats, pytest.mark.slow]
+
+GROUP_NAME = "scheduling.k8s.io/group-name"
+REQUESTS = {"cpu": "1", "memory": "1Gi"}
+
+
+def template(app: str) -> dict:
+    return {"metadata": {"labels": {"app": app}},
+            "spec": {"schedulerName": "volcano", "containers": [
+                {"name": "main", "image": "busybox:1.36", "resources": {"requests": dict(REQUESTS),
+                                                                         "limits": dict(REQUESTS)}}]}}
+
+
+def controller_ref(owner) -> dict:
+    return {"apiVersion": owner.api_version, "kind": owner.kind, "name": owner.metadata.name,
+            "uid": owner.metadata.uid, "controller": True, "blockOwnerDeletion": True}
+
+
+def pod(name: str, app: str, owner, labels: dict) -> dict:
+    t = template(app)
+    meta = {"name": name, "labels": {**t["metadata"]["labels"], **labels}}
+    if owner is not None:
+        meta["ownerReferences"] = [controller_ref(owner)]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": t["spec"]}
+
+
+@pytest.mark.parametrize("scenario", [2], indirect=True)
+def test_a_deployment_a_statefulset_and_a_plain_pod_get_their_podgroups_and_run(scenario):
+    sc = scenario
+    ns = sc.ns
+    apps = client.AppsV1Api(sc.api)
+    sc.wait("default queue created and Open", sc.default_queue_open)
+
+    selector = {"matchLabels": {"app": "web"}}
+    deployment = apps.create_namespaced_deployment(ns, {"metadata": {"name": "web"}, "spec": {
+        "replicas": 3, "selector": selector, "template": template("web")}})
+    # what the Deployment controller makes: a ReplicaSet it controls ...
+    rs_labels = {"pod-template-hash": "5d8f7c"}
+    rs_template = template("web")
+    rs_template["metadata"]["labels"].update(rs_labels)
+    rs = apps.create_namespaced_replica_set(ns, {
+        "metadata": {"name": "web-5d8f7c", "labels": rs_template["metadata"]["labels"],
+                     "ownerReferences": [controller_ref(deployment)]},
+        "spec": {"replicas": 3, "selector": {"matchLabels": rs_template["metadata"]["labels"]},
+                 "template": rs_template}})
+    # ... and the ReplicaSet controller: three pods it controls
+    for suffix in ("a1b2c", "d3e4f", "g5h6i"):
+        sc.core.create_namespaced_pod(ns, pod(f"web-5d8f7c-{suffix}", "web", rs, rs_labels))
+    sts = apps.create_namespaced_stateful_set(ns, {"metadata": {"name": "db"}, "spec": {
+        "replicas": 2, "serviceName": "db", "selector": {"matchLabels": {"app": "db"}}, "template": template("db")}})
+    for i in range(2):  # what the StatefulSet controller makes
+        sc.core.create_namespaced_pod(ns, pod(f"db-{i}", "db", sts, {
+            "controller-revision-hash": "db-7b9c", "statefulset.kubernetes.io/pod-name": f"db-{i}"}))
+    sc.core.create_namespaced_pod(ns, pod("solo", "solo", None, {}))
+
+    def pods() -> list[dict]:
+        return api_request(sc.api, "GET", f"/api/v1/namespaces/{ns}/pods").get("items") or []
+
+    def podgroups() -> dict[str, dict]:
+        items = sc.custom.list_namespaced_custom_object(SG, SV, ns, "podgroups")["items"]
+        return {pg["metadata"]["name"]: pg for pg in items}
+
+    def all_running():
+        ps, pgs = pods(), podgroups()
+        ok = len(ps) == 6 and all(
+            (p["metadata"].get("annotations") or {}).get(GROUP_NAME) in pgs and p["spec"].get("nodeName")
+            and p["status"].get("phase") == "Running" for p in ps)
+        ok = ok and len(pgs) == 3 and all((pg.get("status") or {}).get("phase") == "Running" for pg in pgs.values())
+        return (ps, pgs) if ok else None
+
+    ps, pgs = sc.wait("6 pods annotated, bound and Running; their 3 PodGroups Running", all_running)
+    solo_uid = next(p["metadata"]["uid"] for p in ps if p["metadata"]["name"] == "solo")
+    owners = {name: [(r["kind"], r["name"], r["uid"]) for r in pg["metadata"]["ownerReferences"]]
+              for name, pg in pgs.items()}
+    assert owners == {
+        f"podgroup-{rs.metadata.uid}": [("ReplicaSet", "web-5d8f7c", rs.metadata.uid)],
+        f"podgroup-{sts.metadata.uid}": [("StatefulSet", "db", sts.metadata.uid)],
+        f"podgroup-{solo_uid}": [("Pod", "solo", solo_uid)],
+    }
+    expected_group = {"web": f"podgroup-{rs.metadata.uid}", "db": f"podgroup-{sts.metadata.uid}",
+                      "solo": f"podgroup-{solo_uid}"}
+    assert {p["metadata"]["name"]: p["metadata"]["annotations"][GROUP_NAME] for p in ps} == {
+        p["metadata"]["name"]: expected_group[p["metadata"]["labels"]["app"]] for p in ps}
+    for pg in pgs.values():
+        assert pg["spec"]["minMember"] == 1 and pg["spec"]["queue"] == "default", pg["spec"]
+        assert pg["spec"]["minResources"]["requests.cpu"] == "1", pg["spec"]
+    assert {p["spec"]["nodeName"] for p in ps} <= set(sc.nodes)
+    print(f"placement: {sorted((p['metadata']['name'], p['spec']['nodeName']) for p in ps)}")
