@@ -20,6 +20,7 @@ import yaml
 
 from statemachines.admission import QueueIndex, default_queues, validate_create, validate_update
 from statemachines.admission.bounds import DEFAULT_MAX_PODS, BoundsProblem, check_job_size, object_problems
+from statemachines.admission.plugin_warnings import plugin_warnings
 from statemachines.admission.review import Settings, handle
 from statemachines.model.durations import DurationError, parse_go_duration
 from statemachines.model.objects import Job, LifecyclePolicy
@@ -125,19 +126,25 @@ def test_task_policy_timeout_is_checked_too():
 
 @pytest.mark.parametrize(("arg", "ok"), [("--port=65535", True), ("--port=1", True), ("--port=65536", False),
                                          ("--port=0", False), ("--port=-1", False)])
-def test_plugin_ports_must_be_1_to_65535(arg, ok):
-    verdict = validate_create(seed(spec__plugins__pytorch__2=arg), queues=QUEUES)
-    assert verdict.allowed is ok
-    if not ok:
-        assert verdict.message == f"pytorch plugin: -port={arg.split('=')[1]}: a port must be between 1 and 65535"
+def test_plugin_ports_out_of_range_are_admitted_as_volcano_does_with_a_warning(arg, ok):
+    """Volcano's webhook does not check plugin ports (its pytorch plugin uses them as given): admitted, warned."""
+    job = seed(spec__plugins__pytorch__2=arg)
+    assert validate_create(job, queues=QUEUES).allowed
+    port = arg.split("=")[1]
+    assert plugin_warnings(job) == ([] if ok else [(
+        "spec.plugins.pytorch",
+        f"pytorch plugin: -port={port} is not a port (1-65535): Volcano admits the job as it is, but the API server"
+        f" will refuse its pods (containerPort: Invalid value: {port}: must be between 1 and 65535, inclusive)")])
 
 
-def test_ray_and_ssh_ports_are_checked():
+def test_ray_and_ssh_ports_are_warned_ssh_falls_back_to_22():
     job = seed()
     job["spec"]["plugins"] = {"ssh": ["--ssh-port=70000"], "ray": ["--dashboardPort=99999"]}
-    verdict = validate_create(job, queues=QUEUES)
-    assert not verdict.allowed
-    assert [p.field for p in verdict.problems] == ["spec.plugins.ray", "spec.plugins.ssh"]
+    assert validate_create(job, queues=QUEUES).allowed
+    warnings = plugin_warnings(job)
+    assert [f for f, _ in warnings] == ["spec.plugins.ray", "spec.plugins.ssh"]
+    assert warnings[1][1] == ("ssh plugin: -ssh-port=70000 is not a port (1-65535): Volcano falls back to port 22"
+                              " (invalid ssh port 70000, falling back to default port 22 ...)")
 
 
 def test_pod_limit_default_and_configurable():
@@ -227,7 +234,7 @@ def _inputs() -> dict[str, tuple[str, str, int]]:
         "replicas-2^64": (dump(seed(spec__tasks__1__replicas=2**64)), "must be of type int32", 1),
         "replicas-10M": (dump(seed(spec__tasks__1__replicas=10_000_000)), "more than the limit of 10000 pods per job", 1),
         "maxRetry-2^40": (dump(seed(spec__maxRetry=2**40)), "spec.maxRetry in body must be of type int32", 1),
-        "port-70000": (dump(seed(spec__plugins__pytorch__2="--port=70000")), "a port must be between 1 and 65535", 1),
+        "port-70000": (dump(seed(spec__plugins__pytorch__2="--port=70000")), "-port=70000 is not a port (1-65535)", 0),
         "nul": (json.dumps(seed(metadata__name="x\x00y")), "metadata.name holds a NUL byte", 1),
         "metadata-list": (dump(seed(metadata=["a"])),
                           "json: cannot unmarshal array into Go value of type v1.ObjectMeta", 1),

@@ -11,8 +11,9 @@ exhausting memory, and these checks say so with one clear fragment each:
   name, label or argument of a real job holds one);
 - `decode_problems`: what Go's typed decoding refuses in fields the engine
   reads: policy timeouts that `time.ParseDuration` refuses
-  (`statemachines.model.durations`, the engine's own parser), and plugin ports
-  (`port`, `ssh-port`, `dashboardPort`, `clientPort`) outside 1-65535;
+  (`statemachines.model.durations`, the engine's own parser). Plugin ports out
+  of range are not refused: Volcano admits them (ssh falls back to 22), so
+  they are warnings (`statemachines.admission.plugin_warnings`);
 - `size_problems`: the pod limit. A job's pods are the sum of its tasks'
   replicas; a job with more than `max_pods` (default `DEFAULT_MAX_PODS`,
   10,000; `vcbus webhook --max-pods-per-job`, `vcbus validate --max-pods-per-job`)
@@ -30,14 +31,11 @@ from __future__ import annotations
 from typing import Any
 
 from statemachines.model.durations import parse_go_duration
-from statemachines.plugins.args import parse_flags
-from statemachines.plugins.registry import PLUGINS
 
 DEFAULT_MAX_PODS = 10_000
 """Most pods (the sum of `tasks[*].replicas`) one job may ask for."""
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
-PORT_FLAGS = ("port", "ssh-port", "dashboardPort", "clientPort")
 _NUL_REPORT = 3  # NUL-byte paths reported at most
 _WALK_BUDGET = 1_000_000  # nodes visited looking for NUL bytes
 
@@ -102,30 +100,8 @@ def _policy_lists(spec: dict[str, Any]) -> list[tuple[str, Any]]:
     return lists
 
 
-def _port_problems(plugins: Any) -> list[tuple[str, str]]:
-    problems: list[tuple[str, str]] = []
-    if not isinstance(plugins, dict):
-        return problems
-    for name in sorted(plugins):
-        cls = PLUGINS.get(name)
-        args = plugins[name]
-        if cls is None or not isinstance(args, list) or not all(isinstance(a, str) for a in args):
-            continue
-        flags = [f for f in cls.FLAGS if f.name in PORT_FLAGS and f.type == "int"]
-        if not flags:
-            continue
-        parsed = parse_flags(args, cls.FLAGS)
-        for flag in flags:
-            port = parsed.values[flag.name]
-            if isinstance(port, int) and not 1 <= port <= 65535:
-                problems.append(
-                    (f"spec.plugins.{name}", f"{name} plugin: -{flag.name}={port}: a port must be between 1 and 65535")
-                )
-    return problems
-
-
 def decode_problems(job: dict[str, Any]) -> list[tuple[str, str]]:
-    """(field, message) for fields of `job` a typed decoding refuses (durations, ports)."""
+    """(field, message) for fields of `job` a typed decoding refuses (policy timeouts)."""
     spec = job.get("spec")
     if not isinstance(spec, dict):
         return []
@@ -139,7 +115,7 @@ def decode_problems(job: dict[str, Any]) -> list[tuple[str, str]]:
                 parse_go_duration(timeout)
             except ValueError as err:
                 problems.append((f"{path}[{i}].timeout", str(err)))
-    return problems + _port_problems(spec.get("plugins"))
+    return problems
 
 
 def _as_int(value: Any) -> int:

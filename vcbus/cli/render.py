@@ -17,6 +17,7 @@ from statemachines.admission import QueueIndex, mutate_job, validate_create
 from statemachines.admission.bounds import DEFAULT_MAX_PODS, object_problems
 from statemachines.admission.decoding import kind_problem, type_errors
 from statemachines.admission.mutate import DEFAULT_SCHEDULER
+from statemachines.admission.plugin_warnings import plugin_warnings
 from statemachines.admission.schema import JOB_SCHEMA, crd_defaults, schema_errors, schema_message
 from statemachines.manifests.job import prepare, render_job
 from statemachines.plugins import PluginError
@@ -60,6 +61,8 @@ def _render_one(doc: Document, *, file: str, namespace: str, scheduler_name: str
     if schema or not verdict.allowed:
         why = schema_message(mutated, schema) if schema else f"the admission webhook would deny it: {verdict.message}"
         raise UserError(f"{doc.where}: {doc.label}: {why}{hint}", exit_code=1)
+    for field, warning in plugin_warnings(mutated):
+        click.echo(f"warning: {doc.where}: {field}: {warning}", err=True)
     keys = generate_ssh_keypair() if _needs_ssh_keys(job) else None
     queue = _queues(mutated, queue_files).get(str((mutated.get("spec") or {}).get("queue", ""))) or {}
     forwarding = bool((queue.get("spec") or {}).get("extendClusters"))

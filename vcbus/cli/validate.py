@@ -29,6 +29,7 @@ from statemachines.admission.decoding import (
 )
 from statemachines.admission.limits import size_error
 from statemachines.admission.mutate import apply_patch
+from statemachines.admission.plugin_warnings import plugin_warnings
 from statemachines.admission.queues import queue_patch, validate_queue
 from statemachines.admission.schema import (
     JOB_SCHEMA, QUEUE_KIND, QUEUE_SCHEMA, crd_defaults, crd_queue_defaults, meta_errors, queue_schema_errors,
@@ -178,6 +179,9 @@ def check(doc: Document, *, queues: QueueIndex, olds: list[Document] | None, gat
             verdict = validate_update(crd_defaults(old), job, max_pods=max_pods)
         result["allowed"], result["message"] = verdict.allowed, verdict.message
         result["problems"] = [_problem(doc, p.field, p.message.strip()) for p in verdict.problems]
+        warnings = [_problem(doc, field, message) for field, message in plugin_warnings(job)]
+        if warnings:
+            result["warnings"] = warnings
     else:
         queue = crd_queue_defaults(doc.obj)
         mistyped = type_errors(queue, QUEUE_SCHEMA)
@@ -202,21 +206,28 @@ def _checked(doc: Document, **options: Any) -> dict[str, Any]:
         raise UserError(f"{doc.where}: {doc.label}: malformed object, cannot check it ({type(err).__name__}: {err})") from err
 
 
+def _problem_text(problem: dict[str, Any], source: str) -> str:
+    """`field: message (file:line)`, continuation lines indented."""
+    text = problem["message"].replace("\n", "\n      ")
+    if "line" in problem:
+        text += f" ({source}:{problem['line']})"
+    return f"{problem['field']}: {text}" if problem["field"] else text
+
+
 def _print_text(result: dict[str, Any], skip_unknown: bool) -> None:
     head = f"{result['where']}: {result['object']}"
     if result.get("skipped"):
         hint = "" if skip_unknown else "; --skip-unknown to pass over it"
         click.echo(f"{head}: {'skipped' if skip_unknown else 'not checked'} ({result['skipped']}{hint})")
         return
+    source = result["where"].rpartition(":")[0]
+    click.echo(f"{head}: ok" if result["allowed"] else f"{head}: denied ({result['operation']})")
+    for warning in result.get("warnings", ()):
+        click.echo(f"  warning: {_problem_text(warning, source)}")
     if result["allowed"]:
-        click.echo(f"{head}: ok")
         return
-    click.echo(f"{head}: denied ({result['operation']})")
     for problem in result["problems"]:
-        text = problem["message"].replace("\n", "\n      ")
-        if "line" in problem:
-            text += f" ({result['where'].rpartition(':')[0]}:{problem['line']})"
-        click.echo(f"  - {problem['field']}: {text}" if problem["field"] else f"  - {text}")
+        click.echo(f"  - {_problem_text(problem, source)}")
     webhook = result.get("webhook", WEBHOOKS.get(result["object"].split(" ")[0], ""))
     if result.get("kubectl"):
         click.echo("  kubectl would say: " + result["kubectl"].replace("\n", "\n    "))
