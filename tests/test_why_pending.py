@@ -30,14 +30,17 @@ def why(*args: str) -> tuple[int, str, str]:
 def check_two_node_answer(out: str) -> None:
     lines = out.splitlines()
     assert lines[0] == (
-        "default/resnet-dist-train does not fit as a gang: 1 of 3 tasks fit no node, "
+        "default/resnet-dist-train does not fit as a gang: 2 of 3 tasks fit, then 1 fit no node beside them, "
         "and the gang needs 3 placed at once (minAvailable)."
     )
     assert f"  podgroup   {PG}: phase Inqueue, minMember 3, 3 tasks" in lines
     assert ("  queue      default: Open, share 0.00, deserved cpu 9, memory 24Gi, pods 3; "
             "allocated cpu 0, memory 0, pods 0") in lines
-    assert f"  gang       {GANG_EVENT}" in lines
-    assert f"  condition  Unschedulable: {TWO_NODE_MESSAGE}" in lines
+    # the two counts are Volcano's own (Pending tasks; tasks short of minAvailable): each line says which
+    gang = lines.index(f"  gang       {GANG_EVENT}")
+    assert lines[gang + 1] == "             (the PodGroup's Warning event: 3 of the 3 tasks Pending)"
+    condition = lines.index(f"  condition  Unschedulable: {TWO_NODE_MESSAGE}")
+    assert lines[condition + 1] == "             (the PodGroup's condition: 1 more placed task needed for minAvailable 3)"
     tasks = lines[lines.index("  tasks") + 1:]
     assert tasks == [
         "    resnet-dist-train-master-0 (master) Pending: Schedulable: Pod default/resnet-dist-train-master-0 "
@@ -117,13 +120,58 @@ def test_unknown_job_exits_1_listing_the_known_jobs():
     assert err == f"error: job default/nope not found in {TWO_WATCH}; known jobs: default/resnet-dist-train\n"
 
 
-def test_a_vcjob_without_its_podgroup_is_explained(tmp_path):
+def test_a_vcjob_without_its_podgroup_is_answered(tmp_path):
     recs = [r for r in map(json.loads, _records(TWO_WATCH)) if r["object"]["kind"] not in ("PodGroup", "Pod")]
     path = tmp_path / "no-pg.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in recs))
-    code, _, err = why("default/resnet-dist-train", "--from", str(path))
-    assert code == 1
-    assert err.startswith(f"error: vcjob default/resnet-dist-train has no PodGroup in {path}")
+    code, out, err = why("default/resnet-dist-train", "--from", str(path))
+    assert (code, err) == (0, "")
+    assert out == (f"default/resnet-dist-train waits for its PodGroup: the vcjob has none in {path} yet (the job "
+                   "controller creates it first, then the pods).\n")
+
+
+def test_a_podgroup_of_a_missing_queue_is_named_when_asked_by_its_vcjob(tmp_path):
+    recs = list(map(json.loads, _records(TWO_WATCH)))
+    for r in recs:
+        if r["object"]["kind"] == "PodGroup":
+            r["object"]["spec"]["queue"] = "research"
+    path = tmp_path / "no-queue.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    expected = (f"waits: its PodGroup {PG} is in queue research, which does not exist in {path}; "
+                "the scheduler skips PodGroups of missing queues.\n")
+    for key in ("default/resnet-dist-train", f"default/{PG}"):
+        code, out, err = why(key, "--from", str(path))
+        assert (code, err, out) == (0, "", f"{key} {expected}")
+
+
+def with_pods(tmp_path, name: str, **spec) -> pathlib.Path:
+    """The two-node snapshot with every pod's spec changed."""
+    objs = objects(TWO)
+    for o in objs:
+        if o["kind"] == "Pod":
+            o["spec"].update(spec)
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump_all(objs))
+    return path
+
+
+def test_a_pod_larger_than_every_node_names_the_resource_and_the_largest_node(tmp_path):
+    big = [{"name": "main", "image": "x", "resources": {"requests": {"cpu": "64", "memory": "1Gi"}}}]
+    code, out, _ = why("default/resnet-dist-train", "--from", str(with_pods(tmp_path, "big.yaml", containers=big)))
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0] == ("default/resnet-dist-train cannot run: resnet-dist-train-master-0 is larger than any node: "
+                        "Insufficient cpu: requests cpu 64, the largest allocatable is cpu 5 (node-1).")
+    assert lines.count("      every node: Insufficient cpu: requests cpu 64, the largest allocatable is cpu 5 (node-1)") == 3
+
+
+def test_when_no_task_fits_any_node_it_says_so(tmp_path):
+    path = with_pods(tmp_path, "nowhere.yaml", nodeSelector={"pool": "gpu"})
+    code, out, _ = why("default/resnet-dist-train", "--from", str(path))
+    assert code == 0
+    assert out.splitlines()[0] == (
+        "default/resnet-dist-train does not fit: no node can take any of its tasks (resnet-dist-train-master-0: "
+        "0/2 nodes are unavailable: 2 node(s) didn't match Pod's node affinity/selector.)")
 
 
 def test_a_finished_vcjob_is_not_pending():

@@ -81,6 +81,7 @@ class Session:
         self.indexes: dict[tuple, Any] = {}  # signature -> actions.nodeindex.NodeIndex
         self.signature_uses: dict[tuple, int] = {}
         self.use_indexes = True
+        self.largest = None  # reports.largest: per resource the largest node allocatable
         self.cache_predicates = True  # False: stable filters and scores computed per task (benchmark)
 
     # ------------------------------------------------------------------ registration

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct
 
-from statemachines.scheduler.resources import to_quantities
+from statemachines.scheduler.resources import EPS, Res, to_quantities
 
 if TYPE_CHECKING:
     from statemachines.scheduler.framework import Session
@@ -28,6 +28,7 @@ class TaskReport(Struct, frozen=True, gc=False):
     message: str = ""
     node_errors: dict[str, tuple[str, ...]] = {}  # node -> reasons (this session)
     fit_error: str = ""  # the task's FitErrors text
+    too_big: str = ""  # a Pending task's request above every node's allocatable: `Insufficient cpu: ...`
 
 
 class JobReport(Struct, frozen=True, gc=False):
@@ -50,6 +51,43 @@ class JobReport(Struct, frozen=True, gc=False):
     tasks: list[TaskReport] = []
 
 
+def largest(ssn: Session) -> dict[str, tuple[float, str]]:
+    """Per resource the largest allocatable of the session's nodes and the node that has it (first by name)."""
+    if ssn.largest is None:
+        out: dict[str, tuple[float, str]] = {}
+        for node in ssn.node_list:
+            alloc = node.alloc
+            for name, value in (("cpu", alloc.cpu), ("memory", alloc.mem), *alloc.sc.items()):
+                if name not in out or value > out[name][0]:
+                    out[name] = (value, node.name)
+        ssn.largest = out
+    return ssn.largest
+
+
+def too_big(ssn: Session, task: Any) -> str:  # noqa: ANN401 - a TaskState
+    """`Insufficient <resource>: requests <q>, the largest allocatable is <q> (<node>)` for the first
+    resource (cpu, memory, then by name) the task asks more of than any node has, or ""."""
+    if not ssn.node_list:
+        return ""
+    most = largest(ssn)
+    req = task.req
+    for name, value in (("cpu", req.cpu), ("memory", req.mem), *sorted(req.sc.items())):
+        have, node = most.get(name, (0.0, ""))
+        if value - have >= EPS:
+            asked, top = _quantity(name, value), _quantity(name, have)
+            where = f" ({node})" if node else " (no node has it)"
+            return f"Insufficient {name}: requests {name} {asked}, the largest allocatable is {name} {top}{where}"
+    return ""
+
+
+def _quantity(name: str, value: float) -> str:
+    if name == "cpu":
+        return to_quantities(Res(cpu=value))[name]
+    if name == "memory":
+        return to_quantities(Res(mem=value))[name]
+    return to_quantities(Res(sc={name: value}))[name]
+
+
 def job_report(ssn: Session, job: JobState, fit_error: str, pod_lines: list[tuple[Any, str, str, str]]) -> JobReport:
     queue = ssn.queues.get(job.queue)
     lines = {task.uid: (reason, message) for task, reason, message, _ in pod_lines}
@@ -67,6 +105,7 @@ def job_report(ssn: Session, job: JobState, fit_error: str, pod_lines: list[tupl
                 message=message,
                 node_errors={n: fe.nodes[n].reasons_ for n in sorted(fe.nodes)} if fe else {},
                 fit_error=fe.message() if fe else "",
+                too_big=too_big(ssn, task) if task.status == "Pending" else "",
             )
         )
     cond = next((c for c in job.conditions if c.transition_id == ssn.uid), None)

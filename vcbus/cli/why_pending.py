@@ -37,7 +37,9 @@ Examples:
   vcbus why-pending default/resnet-dist-train --from examples/scheduler/two-nodes.yaml
   vcbus why-pending team-a/train --nats nats://127.0.0.1:4222 -o json     # or --json, -o yaml
 
-Exit codes: 0 ok; 1 no such job (the known jobs are listed); 2 bad input; 3 the bus is unreachable.
+Exit codes: 0 ok (also for a vcjob without its PodGroup yet, a PodGroup whose queue is missing and a
+finished vcjob: the answer says so); 1 no such job (the known jobs are listed); 2 bad input; 3 the bus
+is unreachable.
 """
 
 
@@ -73,12 +75,12 @@ def why_pending(
         cluster.load(data, source)
     else:
         source = asyncio.run(_load_bus(cluster, from_flags(nats_url, data_dir)))
-    from vcbus.cli.why_text import explain, find_report, finished_vcjob, not_found, why
+    from vcbus.cli.why_text import explain, find_report, not_found, why, without_report
 
     result = cluster.run(1)[-1]
     report = find_report(result, key)
     if report is None:
-        done = finished_vcjob(cluster.snapshot, key)
+        done = without_report(cluster.snapshot, key, source)
         if not done:
             raise not_found(cluster.snapshot, result, key, source)
         if form:

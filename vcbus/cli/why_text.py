@@ -28,20 +28,39 @@ def find_report(result: Any, key: str) -> Any:  # noqa: ANN401 - SessionResult -
 
 def not_found(snapshot: Any, result: Any, key: str, source: str) -> UserError:  # noqa: ANN401
     """Exit 1: why there is no report for `key`, listing the jobs there are."""
-    ns, _, name = key.partition("/")
     known = sorted({r.job for r in result.reports.values()})
     listing = f"known jobs: {', '.join(known)}" if known else "no job has a PodGroup there"
-    pg = snapshot.objects.get(("PodGroup", ns, name))
+    return UserError(f"job {key} not found in {source}; {listing}", exit_code=1)
+
+
+def _owned_podgroup(snapshot: Any, ns: str, name: str) -> dict | None:  # noqa: ANN401
+    """The PodGroup of vcjob ns/name (owned by it), if the snapshot has one."""
+    for (kind, pg_ns, _), obj in snapshot.objects.items():
+        if kind != "PodGroup" or pg_ns != ns:
+            continue
+        for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
+            if ref.get("kind") == "Job" and ref.get("name") == name:
+                return obj
+    return None
+
+
+def without_report(snapshot: Any, key: str, source: str) -> str:  # noqa: ANN401 - a vcbus.snapshots.Snapshot
+    """The answer (exit 0) for a job the session has no report of: a PodGroup (asked by its name or its
+    vcjob's) whose queue does not exist, a vcjob without its PodGroup yet, a finished vcjob; else ''."""
+    ns, _, name = key.partition("/")
+    pg = snapshot.objects.get(("PodGroup", ns, name)) or _owned_podgroup(snapshot, ns, name)
     if pg is not None:
         queue = (pg.get("spec") or {}).get("queue") or "default"
-        return UserError(
-            f"PodGroup {key} is in queue {queue!r}, which does not exist in {source}: the scheduler skips it", exit_code=1
-        )
+        pg_name = pg["metadata"]["name"]
+        return (f"{key} waits: its PodGroup {pg_name} is in queue {queue}, which does not exist in {source}; "
+                "the scheduler skips PodGroups of missing queues.")
+    done = finished_vcjob(snapshot, key)
+    if done:
+        return done
     if ("Job", ns, name) in snapshot.objects:
-        return UserError(
-            f"vcjob {key} has no PodGroup in {source} (the job controller creates it first); {listing}", exit_code=1
-        )
-    return UserError(f"job {key} not found in {source}; {listing}", exit_code=1)
+        return (f"{key} waits for its PodGroup: the vcjob has none in {source} yet (the job controller creates it "
+                "first, then the pods).")
+    return ""
 
 
 FINISHED = ("Completed", "Failed", "Aborted", "Terminated")
@@ -89,10 +108,18 @@ def why(report: Any) -> str:  # noqa: ANN401 - a JobReport
             return (f"{r.job} fits: this session binds {plural(binding, 'pod')}; "
                     "its PodGroup turns Running once the binds show on the pods.")
         return f"{r.job} is ready (minAvailable {r.min_member} met); its PodGroup turns Running once its pods run."
+    big = next((t for t in r.tasks if t.too_big), None)
+    if big is not None:
+        return f"{r.job} cannot run: {big.name} is larger than any node: {big.too_big}."
     refused = [t for t in r.tasks if t.fit_error]
     if refused:
-        return (f"{r.job} does not fit as a gang: {len(refused)} of {plural(r.tasks_total, 'task')} fit no node, "
-                f"and the gang needs {r.min_member} placed at once (minAvailable).")
+        placed = sum(1 for t in r.tasks if t.reason == "Schedulable")
+        if not placed:
+            return (f"{r.job} does not fit: no node can take any of its tasks ({refused[0].name}: "
+                    f"{refused[0].fit_error})")
+        return (f"{r.job} does not fit as a gang: {placed} of {plural(r.tasks_total, 'task')} fit, then "
+                f"{len(refused)} fit no node beside them, and the gang needs {r.min_member} placed at once "
+                "(minAvailable).")
     return (f"{r.job} was not placed, and no node refused it: its queue {r.queue} has no room left within its "
             "deserved share, or the session ended before reaching it.")
 
@@ -115,15 +142,22 @@ def explain(report: Any) -> list[str]:  # noqa: ANN401 - a JobReport
     event = gang_event(r)
     if event:
         lines.append(f"  gang       {event}")
+        lines.append(f"             (the PodGroup's Warning event: {_pending(r)} of the {r.tasks_total} tasks Pending)")
     if r.condition_type:
         text = f": {r.condition_message}" if r.condition_message else ""
         lines.append(f"  condition  {r.condition_type}{text}")
+        short = r.condition_message.split("/", 1)[0]
+        if r.condition_type == "Unschedulable" and short.isdigit():
+            lines.append(f"             (the PodGroup's condition: {plural(int(short), 'more placed task')} needed for "
+                         f"minAvailable {r.min_member})")
     if r.tasks:
         lines.append("  tasks")
     for t in r.tasks:
         where = f" on {t.node}" if t.node else ""
         detail = f" {t.reason}: {t.message}" if t.reason else ""
         lines.append(f"    {t.name} ({t.role or 'no role'}) {t.status}{where}{':' if detail else ''}{detail}")
+        if t.too_big:
+            lines.append(f"      every node: {t.too_big}")
         for node, reasons in t.node_errors.items():
             lines.append(f"      {node}: {', '.join(reasons)}")
     return lines
