@@ -300,8 +300,6 @@ def test_three_not_ready_nodes_get_no_pod():
         ({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "ScheduleAnyway",
                                          "labelSelector": {}}]},
          "spec.topologySpreadConstraints[0].whenUnsatisfiable: ScheduleAnyway"),
-        ({"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1}]}}},
-         "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"),
         ({"affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1}]}}},
          "spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution"),
         ({"affinity": anti(term(APP_A, namespaceSelector={"matchLabels": {"team": "x"}}))},

@@ -93,3 +93,69 @@ def test_the_higher_score_wins():
     assert scores["n-empty"] > scores["n-skew"]
     cluster = Cluster(queue(), podgroup("pg", 1, phase="Inqueue"), *objects)
     assert cluster.session().binds[0].node == "n-empty"
+
+
+def preferred(*terms: tuple) -> dict:
+    """Preferred node affinity terms: (weight, {label: value}) each."""
+    return {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": w, "preference": {"matchExpressions": [{"key": k, "operator": "In", "values": [v]}
+                                                          for k, v in labels.items()]}} for w, labels in terms]}}
+
+
+def placed(*nodes: dict, config: dict | None = None, **pod_args) -> str:
+    cluster = Cluster(queue(), *nodes, podgroup("pg", 1, phase="Inqueue"), pod("pg-w-0", "pg", **pod_args),
+                      config=config)
+    [bind] = cluster.session().binds
+    return bind.node
+
+
+def nodeorder_config(**arguments) -> dict:
+    return {"actions": "enqueue, allocate, backfill",
+            "tiers": [{"plugins": [{"name": "gang"}, {"name": "predicates"}, {"name": "proportion"},
+                                   {"name": "nodeorder", "arguments": arguments}]}]}
+
+
+ZONES = [node("n1", labels={"zone": "a", "gen": "3"}), node("n2", labels={"zone": "b", "gen": "5"})]
+PREFER = {"key": "spot", "value": "yes", "effect": "PreferNoSchedule"}
+
+
+@pytest.mark.parametrize(
+    ("nodes", "pod_args", "config", "expected"),
+    [
+        (ZONES, {}, None, "n1"),  # equal: the smaller name
+        (ZONES, {"affinity": preferred((10, {"zone": "b"}))}, None, "n2"),
+        (ZONES, {"affinity": preferred((1, {"zone": "a"}), (5, {"gen": "5"}))}, None, "n2"),
+        (ZONES, {"affinity": preferred((5, {"zone": "a"}), (1, {"gen": "5"}))}, None, "n1"),
+        (ZONES, {"affinity": preferred((0, {"zone": "b"}))}, None, "n1"),  # weight 0: no-op
+        (ZONES, {"affinity": preferred((10, {"zone": "b"}))}, nodeorder_config(**{"nodeaffinity.weight": 0}), "n1"),
+        # 2 x 100 for the preferred node outweighs LeastAllocated's lead of the larger node
+        ([node("n1", cpu="64", memory="256Gi", labels={"zone": "a"}), node("n2", labels={"zone": "b"})],
+         {"affinity": preferred((1, {"zone": "b"}))}, None, "n2"),
+        ([node("n1", taints=[PREFER]), node("n2")], {}, None, "n2"),
+        ([node("n1", taints=[PREFER]), node("n2")], {"tolerations": [{"key": "spot", "operator": "Exists"}]}, None, "n1"),
+        ([node("n1", taints=[PREFER]), node("n2")],
+         {"tolerations": [{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}]}, None, "n2"),
+        ([node("n1", taints=[PREFER]), node("n2")], {}, nodeorder_config(**{"tainttoleration.weight": 0}), "n1"),
+        ([node("n1", taints=[PREFER]), node("n2", taints=[PREFER, {**PREFER, "key": "old"}])], {}, None, "n1"),
+    ],
+)
+def test_preferred_node_affinity_and_prefer_no_schedule_scores(nodes, pod_args, config, expected):
+    assert placed(*nodes, config=config, **pod_args) == expected
+
+
+def test_batch_scored_tasks_choose_as_the_scan_and_the_index_would():
+    from statemachines.scheduler.session import run_session
+
+    objects = [queue(), *(node(f"n{i}", labels={"zone": "abc"[i % 3]}, taints=[PREFER] if i % 4 == 0 else None)
+                          for i in range(12))]
+    for j in range(8):
+        kw = {"affinity": preferred((3, {"zone": "c"}))} if j % 2 else {}
+        objects += [podgroup(f"j{j}", 2, phase="Inqueue")] + [pod(f"j{j}-w-{i}", f"j{j}", role="w", **kw)
+                                                              for i in range(2)]
+    cluster = Cluster(*objects)
+    snapshot = cluster.cache.snapshot()
+    fast = run_session(snapshot, cluster.config, seq=1, number=1, time="t")
+    slow = run_session(snapshot, cluster.config, seq=1, number=1, time="t", index_nodes=False)
+    assert [(b.name, b.node) for b in fast.binds] == [(b.name, b.node) for b in slow.binds]
+    assert len(fast.binds) == 16
+    assert all(int(b.node[1:]) % 4 for b in fast.binds)  # no pod on a PreferNoSchedule node while others fit

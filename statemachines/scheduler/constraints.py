@@ -110,10 +110,7 @@ def compile_constraints(spec: o.PodSpec, namespace: str, labels: dict[str, str])
     affinity = spec.affinity
     pod_aff = affinity.pod_affinity if affinity else None
     pod_anti = affinity.pod_anti_affinity if affinity else None
-    node_aff = affinity.node_affinity if affinity else None
     base = "spec.affinity"
-    if node_aff is not None and node_aff.preferred_during_scheduling_ignored_during_execution:
-        problems.append(f"{base}.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution")
     required = "requiredDuringSchedulingIgnoredDuringExecution"
     aff_terms = anti_terms = ()
     if pod_aff is not None:

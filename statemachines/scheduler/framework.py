@@ -77,6 +77,8 @@ class Session:
         self.node_facts: list = []  # NodeFact per node index (static predicate input)
         self.scorers: list[Callable[[TaskState, NodeState], float]] = []
         self.score_cache: dict[tuple, dict[int, tuple[int, float]]] = {}
+        # (needed(task fact) -> bool, score(task fact, nodes) -> weighted scores): normalized over the candidates
+        self.batch_scorers: list[tuple[Callable[..., bool], Callable[..., list[float]]]] = []
         self.node_changes: list[int] = []  # every node change, by node index (NodeIndex syncs from it)
         self.indexes: dict[tuple, Any] = {}  # signature -> actions.nodeindex.NodeIndex
         self.signature_uses: dict[tuple, int] = {}
@@ -200,6 +202,14 @@ class Session:
         return _victims(self._reclaimable, reclaimer, candidates)
 
     # ------------------------------------------------------------------ events
+
+    def batch_scored(self, fact) -> bool:
+        """Whether a score normalized over the candidate nodes applies to the task (the node index,
+        which keeps one score per node, cannot answer for it)."""
+        for needed, _ in self.batch_scorers:
+            if needed(fact):
+                return True
+        return False
 
     def fire_allocate(self, task: TaskState) -> None:
         for fn in self.allocate_handlers:

@@ -162,9 +162,14 @@ class NodeSelector(Struct, frozen=True, rename="camel", gc=False):
     node_selector_terms: list[SelectorTerm] | None = None
 
 
+class PreferredTerm(Struct, frozen=True, rename="camel", gc=False):
+    weight: int = 0
+    preference: SelectorTerm = SelectorTerm()
+
+
 class NodeAffinity(Struct, frozen=True, rename="camel", gc=False):
     required_during_scheduling_ignored_during_execution: NodeSelector | None = None
-    preferred_during_scheduling_ignored_during_execution: list[Any] | None = None
+    preferred_during_scheduling_ignored_during_execution: list[PreferredTerm] | None = None
 
 
 class LabelSelector(Struct, frozen=True, rename="camel", gc=False):

@@ -34,7 +34,7 @@ class Placement:
     Tasks of one role of one job share it (same template), so static predicate results are
     cached per (placement, node)."""
 
-    __slots__ = ("node_selector", "terms", "tolerations", "key")
+    __slots__ = ("node_selector", "terms", "tolerations", "preferred", "key")
 
     def __init__(self, spec: o.PodSpec) -> None:
         self.node_selector = tuple(sorted((spec.node_selector or {}).items()))
@@ -42,17 +42,23 @@ class Placement:
         required = affinity.required_during_scheduling_ignored_during_execution if affinity else None
         self.terms = (
             tuple(
-                (
-                    tuple((r.key, r.operator, tuple(r.values or ())) for r in term.match_expressions or ()),
-                    tuple((r.key, r.operator, tuple(r.values or ())) for r in term.match_fields or ()),
-                )
+                (_requirements(term.match_expressions), _requirements(term.match_fields))
                 for term in required.node_selector_terms or ()
             )
             if required is not None
             else None
         )
         self.tolerations = tuple((t.key, t.operator, t.value, t.effect) for t in spec.tolerations or ())
-        self.key = (self.node_selector, self.terms, self.tolerations)
+        # preferred node affinity terms: (weight, (matchExpressions, matchFields)), for nodeorder's score
+        self.preferred = tuple(
+            (term.weight, (_requirements(term.preference.match_expressions), _requirements(term.preference.match_fields)))
+            for term in (affinity.preferred_during_scheduling_ignored_during_execution if affinity else None) or ()
+        )
+        self.key = (self.node_selector, self.terms, self.tolerations, self.preferred)
+
+
+def _requirements(reqs: list[o.Requirement] | None) -> tuple:
+    return tuple((r.key, r.operator, tuple(r.values or ())) for r in reqs or ())
 
 
 def _requests(spec: o.PodSpec, where: str) -> tuple[Res, float, float]:

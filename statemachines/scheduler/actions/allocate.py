@@ -106,7 +106,7 @@ def allocate_tasks(
             break
         node = None
         nominated = task.fact.nominated
-        if not nominated and ssn.use_indexes:
+        if not nominated and ssn.use_indexes and not ssn.batch_scored(task.fact):
             if ssn.dynamic is None or not ssn.dynamic.applies(task.fact):
                 node = _indexed_choice(ssn, task)
             else:

@@ -191,9 +191,22 @@ def best_node(ssn: Session, task: TaskState, candidates: list[NodeState]) -> Nod
     return None
 
 
+def batch_scores(ssn: Session, task: TaskState, nodes: list[NodeState]) -> list[float] | None:
+    """The scores normalized over the candidate nodes (kube-scheduler's NormalizeScore, Volcano's
+    BatchNodeOrder), summed per node; None when none applies to this task."""
+    out = None
+    for needed, score in ssn.batch_scorers:
+        if not needed(task.fact):
+            continue
+        values = score(task.fact, nodes)
+        out = values if out is None else [a + b for a, b in zip(out, values)]
+    return out
+
+
 def _highest(ssn: Session, task: TaskState, nodes: list[NodeState]) -> NodeState:
     scorers = ssn.scorers
-    if not scorers:
+    extra = batch_scores(ssn, task, nodes)
+    if not scorers and extra is None:
         return min(nodes, key=lambda n: n.name)
     sig = task.fact.score_sig
     cache = ssn.score_cache.get(sig) if ssn.cache_predicates else {}
@@ -201,7 +214,7 @@ def _highest(ssn: Session, task: TaskState, nodes: list[NodeState]) -> NodeState
         cache = ssn.score_cache[sig] = {}
     best = None
     best_score = 0.0
-    for node in nodes:
+    for i, node in enumerate(nodes):
         entry = cache.get(node.index)
         if entry is not None and entry[0] == node.version:
             score = entry[1]
@@ -210,6 +223,8 @@ def _highest(ssn: Session, task: TaskState, nodes: list[NodeState]) -> NodeState
             for fn in scorers:
                 score += fn(task, node)
             cache[node.index] = (node.version, score)
+        if extra is not None:
+            score += extra[i]
         if best is None or score > best_score or (score == best_score and node.name < best.name):
             best = node
             best_score = score
@@ -219,8 +234,9 @@ def _highest(ssn: Session, task: TaskState, nodes: list[NodeState]) -> NodeState
 def score_nodes(ssn: Session, task: TaskState, nodes: list[NodeState]) -> list[tuple[float, NodeState]]:
     """Every node's total score (for preempt/reclaim, which try nodes best first)."""
     out = []
-    for node in nodes:
-        score = 0.0
+    extra = batch_scores(ssn, task, nodes)
+    for i, node in enumerate(nodes):
+        score = 0.0 if extra is None else extra[i]
         for fn in ssn.scorers:
             score += fn(task, node)
         out.append((score, node))

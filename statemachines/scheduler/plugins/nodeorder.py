@@ -1,17 +1,22 @@
 """nodeorder plugin (`pkg/scheduler/plugins/nodeorder/nodeorder.go`, reference §5.7): kube-scheduler's
 LeastAllocated (cpu and memory weighted 50/50, with the non-zero request defaults) and
-BalancedAllocation (cpu, memory, nvidia.com/gpu), each times its weight.
+BalancedAllocation (cpu, memory, nvidia.com/gpu), each times its weight, per node; and, normalized
+over the candidate nodes as Volcano's BatchNodeOrder does, NodeAffinity (the pod's preferred terms:
+the matching weights summed, scaled to 0-100 by the largest) and TaintToleration (PreferNoSchedule
+taints the pod does not tolerate, counted, scaled to 100-0), times `nodeaffinity.weight` (2) and
+`tainttoleration.weight` (3). Those two apply only to a pod with preferred terms, or on a session
+with a PreferNoSchedule taint the pod does not tolerate: otherwise they give every node the same
+value, which cannot change a choice.
 
-The other nodeorder scores (node affinity preferred terms, taint toleration PreferNoSchedule,
-inter-pod affinity, topology spread, image locality) are not computed: without preferred
-affinities, PreferNoSchedule taints, pod affinities or images they give every node the same
-value, which cannot change a choice; vcbus documents this as a difference (docs/scheduler.md).
+Not computed: inter-pod affinity and topology spread scores (a pod with preferred pod affinities or
+a ScheduleAnyway spread constraint is refused as not evaluated, docs/scheduler.md), image locality.
 """
 
 from __future__ import annotations
 
 from statemachines.scheduler.config import PluginOption, arg_int
 from statemachines.scheduler.framework import Session
+from statemachines.scheduler.plugins.predicates import matches_term, tolerates
 from statemachines.scheduler.accounting import NodeState
 from statemachines.scheduler.state import TaskState
 
@@ -108,6 +113,49 @@ def combined(least: int, balanced: int):
     return score
 
 
+def node_affinity(weight: int):
+    """NodeAffinity's score of the pod's preferred terms, DefaultNormalizeScore, times `weight`."""
+
+    def needed(fact) -> bool:
+        return bool(fact.placement.preferred)
+
+    def score(fact, nodes: list[NodeState]) -> list[float]:
+        terms = [(w, term) for w, term in fact.placement.preferred if w]
+        raw = [sum(w for w, term in terms if matches_term(term, node.fact)) for node in nodes]
+        top = max(raw, default=0)
+        return [float(MAX_SCORE * r // top * weight) if top else 0.0 for r in raw]
+
+    return needed, score
+
+
+def prefer_no_schedule(placement, node) -> int:
+    """TaintToleration's score: the node's PreferNoSchedule taints the pod's tolerations (of effect
+    PreferNoSchedule or any) do not tolerate."""
+    tolerations = tuple(t for t in placement.tolerations if t[3] in ("", "PreferNoSchedule"))
+    return sum(1 for t in node.taints if t.effect == "PreferNoSchedule"
+               and not tolerates(tolerations, t.key, t.value, t.effect))
+
+
+def taint_toleration(ssn: Session, weight: int):
+    """TaintToleration's score, reversed DefaultNormalizeScore, times `weight`."""
+    tainted = [node.fact for node in ssn.node_list if any(t.effect == "PreferNoSchedule" for t in node.fact.taints)]
+    needs: dict[tuple, bool] = {}
+
+    def needed(fact) -> bool:
+        placement = fact.placement
+        answer = needs.get(placement.key)
+        if answer is None:
+            answer = needs[placement.key] = any(prefer_no_schedule(placement, node) for node in tainted)
+        return answer
+
+    def score(fact, nodes: list[NodeState]) -> list[float]:
+        raw = [prefer_no_schedule(fact.placement, node.fact) for node in nodes]
+        top = max(raw, default=0)
+        return [float((MAX_SCORE - MAX_SCORE * r // top if top else MAX_SCORE) * weight) for r in raw]
+
+    return needed, score
+
+
 def open_plugin(ssn: Session, option: PluginOption) -> None:
     if not option.enabled("node_order"):
         return
@@ -116,3 +164,9 @@ def open_plugin(ssn: Session, option: PluginOption) -> None:
     balanced = arg_int(args, "balancedresource.weight", 1)
     if least or balanced:
         ssn.scorers.append(combined(least, balanced))
+    affinity = arg_int(args, "nodeaffinity.weight", 2)
+    if affinity:
+        ssn.batch_scorers.append(node_affinity(affinity))
+    taints = arg_int(args, "tainttoleration.weight", 3)
+    if taints:
+        ssn.batch_scorers.append(taint_toleration(ssn, taints))

@@ -201,14 +201,21 @@ def matches_affinity(placement: Placement, node: NodeFact) -> bool:
     terms = placement.terms
     if terms is None:
         return True
-    for expressions, fields in terms:
-        if not expressions and not fields:
-            continue  # an empty term matches nothing
-        if all(requirement(labels, r) for r in expressions) and all(
-            requirement({"metadata.name": node.name}, r) for r in fields
-        ):
+    for term in terms:
+        if matches_term(term, node):
             return True
     return False
+
+
+def matches_term(term: tuple, node: NodeFact) -> bool:
+    """A node selector term (matchExpressions, matchFields); an empty term matches nothing."""
+    expressions, fields = term
+    if not expressions and not fields:
+        return False
+    labels = node.labels
+    return all(requirement(labels, r) for r in expressions) and all(
+        requirement({"metadata.name": node.name}, r) for r in fields
+    )
 
 
 def unevaluated(task) -> str | None:
