@@ -34,10 +34,13 @@ for good (another 4xx: 400, 404, 422, a webhook's denial) is logged, counted as
 its lane goes on. With leader election, `fence` runs before every attempt: a
 replica that lost the Lease applies nothing more (vcbus.k8s.leader).
 
-Events do not hold the reaction up. A RecordEvent waits for nothing, and is
-started only when no other command is ready, at most `EVENT_SLOTS` at once, the
-way Kubernetes' event recorder, which Volcano's controller uses, writes events
-asynchronously.
+Events do not hold the reaction up. A RecordEvent waits for nothing, the way
+Kubernetes' event recorder, which Volcano's controller uses, writes events
+asynchronously: at most `EVENT_SLOTS` at once beside ready commands, in every
+free slot when no command is ready. Events must not crowd commands out of the
+consumer's window either (a gang's binds bring one `Scheduled` event each):
+once the events in hand pass a quarter of the window, they may take half the
+slots beside ready commands.
 
 In one process with the decider (`vcbus up` with a cluster), the actuator also
 takes commands the moment they are decided, while they are being stored
@@ -81,7 +84,7 @@ log = logging.getLogger("vcbus.actuator")
 DURABLE = "vcbus-actuator"
 DEFAULT_CONCURRENCY = 32  # API commands in flight at once (`--actuator-concurrency`)
 WINDOW_PER_SLOT = 32  # commands in hand per slot: the consumer's max_ack_pending is concurrency x this
-EVENT_SLOTS = 4  # RecordEvents in flight at once, at most (fewer when the slots are taken)
+EVENT_SLOTS = 4  # RecordEvents in flight beside ready commands (more when none is ready or events pile up)
 ACK_WAIT = 10.0  # seconds; a command left unacked by a crash comes back after this
 KEEP_ALIVE = 4.0  # seconds between `in_progress` for the commands still waiting their turn
 HELD = 4096  # commands applied ahead whose stored copy has not come yet (more: the oldest are forgotten)
@@ -322,15 +325,16 @@ class ActuatorService:
     def _dispatch(self) -> None:
         if not self._running or self._halted or (self._stop is not None and self._stop.is_set()):
             return
+        beside = EVENT_SLOTS if len(self._ready_events) < self.window // 4 else max(EVENT_SLOTS, self.concurrency // 2)
         while self._busy < self.concurrency:
-            if self._ready:
-                item = self._ready.popleft()
-                if not self._lanes.start(item):
-                    continue  # superseded while it waited
-            elif self._ready_events and self._events_busy < EVENT_SLOTS:
+            if self._ready_events and (not self._ready or self._events_busy < beside):
                 item = self._ready_events.popleft()
                 self._lanes.start(item)
                 self._events_busy += 1
+            elif self._ready:
+                item = self._ready.popleft()
+                if not self._lanes.start(item):
+                    continue  # superseded while it waited
             else:
                 return
             self._busy += 1
