@@ -28,7 +28,7 @@ import click
 import yaml
 
 from vcbus.errors import UserError
-from vcbus.guarded_yaml import MAX_DEPTH, MAX_DOCUMENT_BYTES, yaml_objects
+from vcbus.guarded_yaml import MAX_DEPTH, MAX_DOCUMENT_BYTES, YamlObject, yaml_objects
 
 MAX_FILE_BYTES = 64 * 1024 * 1024
 """Largest manifest file read (a List of thousands of jobs fits; a larger file is not a manifest)."""
@@ -197,12 +197,25 @@ def _load_json(source: str, text: str) -> list[Document]:
         return found
 
     obj = json.loads(text, object_pairs_hook=pairs)  # again, to see the keys given twice
+    if duplicated and isinstance(obj, dict):
+        placed = _json_key_lines(source, text)
+        if placed is not None:  # the keys' lines, and the duplicates in document order
+            return _expand(source, 1, 1, obj, placed.lines, placed.duplicates)
     items = obj if isinstance(obj, list) else [obj]
     docs: list[Document] = []
     for item in items:
         dups = _duplicate_paths(item, duplicated) if duplicated else ()
         docs += _expand(source, 1, 1, item, None, tuple((p, 1) for p in dups))
     return docs
+
+
+def _json_key_lines(source: str, text: str) -> YamlObject | None:
+    """JSON read as YAML (a superset, nearly) for the lines of its keys; None when PyYAML reads it otherwise."""
+    try:
+        docs = yaml_objects(text, source)
+    except UserError:
+        return None
+    return docs[0] if len(docs) == 1 else None
 
 
 def _duplicate_paths(root: Any, duplicated: dict[int, list[str]]) -> list[str]:

@@ -125,7 +125,7 @@ def _struct_error(obj: dict[str, Any], struct: str, fields: dict[str, Any], pref
                     continue
                 if not isinstance(item, dict):
                     return f"{here}[{i}]", _unmarshal(item, struct, path, list_type.removeprefix("[]"))
-                error = _struct_error(item, item_struct, item_fields, f"{key}.", f"{here}[{i}]")
+                error = _struct_error(item, item_struct, item_fields, f"{path}.", f"{here}[{i}]")
                 if error:
                     return error
             continue
@@ -156,14 +156,19 @@ def kind_problem(obj: dict[str, Any]) -> tuple[str, str] | None:
     return None
 
 
-def metadata_error(obj: dict[str, Any]) -> tuple[str, str] | None:
-    """(field path, Go's error) of the first `metadata` field that does not decode into ObjectMeta, else None."""
+def metadata_error(obj: dict[str, Any], go_path: str = "") -> tuple[str, str] | None:
+    """(field path, Go's error) of the first `metadata` field that does not decode into ObjectMeta, else None.
+
+    The API server decodes `metadata` alone (`Go struct field ObjectMeta.creationTimestamp`);
+    kubectl decodes the whole object before it sends it (`go_path="metadata."`:
+    `ObjectMeta.metadata.creationTimestamp`).
+    """
     meta = obj.get("metadata")
     if meta is None:
         return None
     if not isinstance(meta, dict):
         return "metadata", f"json: cannot unmarshal {_json_type(meta)} into Go value of type v1.ObjectMeta"
-    return _struct_error(meta, "ObjectMeta", OBJECT_META, "", "metadata")
+    return _struct_error(meta, "ObjectMeta", OBJECT_META, go_path, "metadata")
 
 
 def _meta_unknown(meta: dict[str, Any]) -> list[str]:

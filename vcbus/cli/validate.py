@@ -119,7 +119,9 @@ def decode_refusal(doc: Document) -> dict[str, Any] | None:
     if undecodable is not None:
         field, error = undecodable
         message = decode_message(obj["kind"], obj["apiVersion"], error)
-        return {"message": message, "kubectl": created + message, "problems": [_problem(doc, field, error)]}
+        _, client_error = metadata_error(obj, "metadata.") or undecodable  # kubectl decodes metadata first
+        return {"message": message, "kubectl": f'error: unable to decode "{source}": {client_error}',
+                "problems": [_problem(doc, field, error)]}
     errors = strict_errors(obj, schema, [path for path, _ in doc.duplicates])
     if errors:
         message = strict_message(obj["kind"], obj["apiVersion"], errors)
