@@ -39,7 +39,7 @@ from vcbus.bus import subjects as s
 from vcbus.bus.connecting import open_bus
 from vcbus.bus.reading import read_stream
 from vcbus.k8s import positions
-from vcbus.k8s.bridge import BRIDGE_BUCKET, Bridge, position_key
+from vcbus.k8s.bridge import BRIDGE_BUCKET, Bridge, position_key, trim
 from vcbus.k8s.watching import api_request, resource_kind
 
 pytestmark = [pytest.mark.k8s, pytest.mark.nats]
@@ -187,10 +187,6 @@ async def stored(js, resource: str, ns: str) -> dict | None:
     return positions.decode(entry.value)  # plain JSON, or compressed when large
 
 
-def _known_rvs(known: dict) -> dict[str, str]:
-    return {uid: obj["metadata"]["resourceVersion"] for uid, obj in known.items()}
-
-
 async def wait_settled(js, bridge: Bridge, timeout: float = 10.0) -> None:
     """Wait until every watcher's consumed state is what the bridge stored in the KV bucket.
 
@@ -202,12 +198,12 @@ async def wait_settled(js, bridge: Bridge, timeout: float = 10.0) -> None:
         behind = []
         for resource, watcher in list(bridge.watchers.items()):
             try:
-                consumed = _known_rvs(dict(watcher.known))
+                consumed = watcher.snapshot(transform=trim)  # what a position holds: each object's metadata
             except RuntimeError:  # changed by the consuming thread while copied: look again
                 behind.append(resource)
                 continue
             snap = await stored(js, resource, bridge.namespace)
-            if _known_rvs((snap or {}).get("known") or {}) != consumed:
+            if ((snap or {}).get("known") or {}) != consumed["known"]:
                 behind.append(resource)
         if not behind and len(bridge.watchers) == len(bridge.resources):
             return

@@ -85,6 +85,34 @@ def _exact(value: Any) -> str:
 _encode = msgspec.json.Encoder(enc_hook=_exact, order="sorted").encode
 
 
+class Fingerprint:
+    """A digest of the projection's canonical dump (`SchedulerCache.state()`), to tell whether a session
+    would see anything new. Each fact's encoding is kept while the projection holds the same object:
+    facts are never mutated, a change replaces them (statemachines/scheduler/model.py), so a tick
+    encodes only what changed since the last one instead of the whole cluster."""
+
+    KINDS = (("nodes", "nodes"), ("queues", "queues"), ("podgroups", "groups"), ("pods", "tasks"))
+
+    def __init__(self) -> None:
+        self._memo: dict[tuple[str, str], tuple[Any, bytes]] = {}
+
+    def of(self, cache: SchedulerCache) -> bytes:
+        digest = hashlib.blake2b(digest_size=16)
+        memo, kept = self._memo, {}
+        for kind, attr in self.KINDS:
+            facts = getattr(cache, attr)
+            digest.update(kind.encode() + b"\0")
+            for key in sorted(facts):
+                fact = facts[key]
+                hit = memo.get((kind, key))
+                raw = hit[1] if hit is not None and hit[0] is fact else _encode(fact.dump())
+                kept[(kind, key)] = (fact, raw)
+                digest.update(b"%d:%s%d:" % (len(key), key.encode(), len(raw)) + raw)
+        digest.update(_encode({k: list(v) for k, v in cache.classes.items()}))
+        self._memo = kept
+        return digest.digest()
+
+
 class SchedulerStats(msgspec.Struct):
     rebuilt_records: int = 0  # records refolded on start
     rebuilt_sessions: int = 0  # past sessions re-applied on start
@@ -133,6 +161,7 @@ class SchedulerService:
         self._rebuilt = False
         self._dirty = True  # something was folded or applied since the last check
         self._seen: bytes | None = None  # fingerprint of the projection the last session ran on
+        self._fingerprint = Fingerprint()
         self._changed_at: float | None = None  # monotonic time of the first change not yet scheduled
         self._pending: _Pending | None = None
         # True once a check found the projection as the last session saw it (nothing to do)
@@ -235,7 +264,7 @@ class SchedulerService:
         await self._store(msgs, what=f"{len(msgs)} poison event(s)")
 
     def fingerprint(self) -> bytes:
-        return hashlib.blake2b(_encode(self.cache.state()), digest_size=16).digest()
+        return self._fingerprint.of(self.cache)
 
     # ------------------------------------------------------------------ sessions
 

@@ -139,6 +139,7 @@ class Bridge:
         self.published = 0
         self.failures = 0
         self.watchers: dict[str, ResourceWatcher] = {}
+        self._trimmed: dict[str, dict[str, tuple[dict, msgspec.Raw]]] = {}  # per position key: uid -> (object, its trim)
         # set once a resource's first list is published and acknowledged (see the module docstring)
         self.listed: dict[str, asyncio.Event] = {r: asyncio.Event() for r in resources}
         # per resource, the times its loop went to sleep until its watcher had something (tests)
@@ -305,8 +306,16 @@ class Bridge:
                 log.warning("bridge: %s held back %.0fs: waiting for the first list of %s%s", resource,
                             loop.time() - since, ", ".join(missing), f" ({'; '.join(errors)})" if errors else "")
 
-    @staticmethod
-    async def _save(kv: Any, key: str, watcher: ResourceWatcher) -> str | None:
-        snap = watcher.snapshot(transform=trim)  # each object's metadata only: no copy of whole objects
-        await kv.put(key, positions.encode(snap))
-        return snap["resourceVersion"]
+    async def _save(self, kv: Any, key: str, watcher: ResourceWatcher) -> str | None:
+        """Store the watcher's position: each known object trimmed to its metadata (`trim`), encoded once
+        for as long as the watcher holds that same object (an event replaces it), so a save of 1,000
+        pods of which a few changed encodes a few."""
+        memo = self._trimmed.setdefault(key, {})
+        kept: dict[str, tuple[dict, msgspec.Raw]] = {}
+        for uid, obj in watcher.known.items():
+            hit = memo.get(uid)
+            kept[uid] = hit if hit is not None and hit[0] is obj else (obj, msgspec.Raw(_enc.encode(trim(obj))))
+        self._trimmed[key] = kept
+        rv = watcher.resource_version
+        await kv.put(key, positions.encode({"resourceVersion": rv, "known": {uid: raw for uid, (_, raw) in kept.items()}}))
+        return rv
