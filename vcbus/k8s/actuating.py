@@ -433,18 +433,27 @@ class ActuatorService:
                 metrics.COMMAND_RETRIES.labels(type(cmd).__name__).inc()
             return not final
 
-        retry = unreachable_retry("actuator", maximum=self.max_backoff, logger=log)
-        retry["retry"] = tenacity.retry_if_exception(retried)
         call = functools.partial(self.actuator.apply, cmd, index=item.index, msg_id=item.msg_id)
         loop = asyncio.get_running_loop()
+
+        async def once() -> str:
+            if stop.is_set() or self._halted:
+                raise _Stopped
+            if self.fence is not None:
+                self.fence()  # NotLeader: a deposed leader writes nothing more
+            return await loop.run_in_executor(self._pool, call)
+
+        try:  # the first try outside the retry loop: nearly every command needs only one
+            return await once()
+        except Exception as err:  # noqa: BLE001 - sorted by `retried`
+            if not retried(err):
+                raise
+        retry = unreachable_retry("actuator", maximum=self.max_backoff, logger=log)
+        retry["retry"] = tenacity.retry_if_exception(retried)
         result = "failed"
         async for attempt in tenacity.AsyncRetrying(sleep=sleep, **retry):
             with attempt:
-                if stop.is_set() or self._halted:
-                    raise _Stopped
-                if self.fence is not None:
-                    self.fence()  # NotLeader: a deposed leader writes nothing more
-                result = await loop.run_in_executor(self._pool, call)
+                result = await once()
         return result
 
     async def _refused(self, cmd: Any, index: int, msg_id: str, err: BaseException) -> None:
