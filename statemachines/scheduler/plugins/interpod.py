@@ -85,31 +85,64 @@ class Buckets:
         return bool(self.by_label or self.general)
 
 
+class Placed:
+    """The session's pods that count (on a node, not being deleted), by label: a new count starts from
+    the pods carrying its selector's anchor label, not from every pod."""
+
+    def __init__(self, ssn) -> None:
+        self.all: dict[str, object] = {}
+        self.by_label: dict[tuple[str, str], dict[str, object]] = {}
+        for node in ssn.node_list:
+            for task in node.tasks.values():
+                if task.status != RELEASING:
+                    self.changed(task, 1)
+
+    def changed(self, task, delta: int) -> None:
+        uid = task.uid
+        if delta > 0:
+            self.all[uid] = task
+            for pair in task.fact.labels.items():
+                self.by_label.setdefault(pair, {})[uid] = task
+        else:
+            self.all.pop(uid, None)
+            for pair in task.fact.labels.items():
+                bucket = self.by_label.get(pair)
+                if bucket is not None:
+                    bucket.pop(uid, None)
+
+    def candidates(self, selector) -> list:
+        """The pods that may match `selector` (all of them when it has no anchor)."""
+        label = anchor(selector)
+        if label is None:
+            return list(self.all.values())
+        return list(self.by_label.get(label, {}).values())
+
+
 class InterPod:
     """The session's inter-pod affinity counts (one per session, fed by the allocate events)."""
 
-    def __init__(self, ssn) -> None:
+    def __init__(self, ssn, placed: Placed) -> None:
         self.ssn = ssn
+        self.placed = placed
         self.counts: dict[tuple, Counts] = {}
         self.count_buckets = Buckets()
         self.holders: dict[tuple, Counts] = {}  # anti-affinity term key -> where its holders are
         self.holder_buckets = Buckets()
-        for node in ssn.node_list:
-            for task in node.tasks.values():
-                if task.status != RELEASING:
-                    self._holder(task, node.fact.labels, 1)
+        nodes = ssn.nodes
+        for task in placed.all.values():
+            self._holder(task, nodes[task.node].fact.labels, 1)
 
     def _counts(self, terms: tuple[Term, ...]) -> Counts:
         key = tuple(t.key for t in terms)
         counts = self.counts.get(key)
         if counts is None:
             counts = self.counts[key] = Counts(terms)
-            for node in self.ssn.node_list:
-                labels = node.fact.labels
-                for task in node.tasks.values():
-                    if task.status != RELEASING and counts.matches(task.fact):
-                        counts.add(labels, 1)
-            self.count_buckets.add(terms[0].selector, counts)  # a match matches every term, the first too
+            nodes = self.ssn.nodes
+            selector = terms[0].selector  # a match matches every term, the first too
+            for task in self.placed.candidates(selector):
+                if counts.matches(task.fact):
+                    counts.add(nodes[task.node].fact.labels, 1)
+            self.count_buckets.add(selector, counts)
         return counts
 
     def _holder(self, task, labels: dict[str, str], delta: int) -> None:

@@ -23,7 +23,7 @@ from statemachines.scheduler.fiterrors import (
 )
 from statemachines.scheduler.framework import Session
 from statemachines.scheduler.plugins import ports
-from statemachines.scheduler.plugins.interpod import InterPod
+from statemachines.scheduler.plugins.interpod import InterPod, Placed
 from statemachines.scheduler.plugins.spread import TopologySpread
 from statemachines.scheduler.labels import requirement
 from statemachines.scheduler.model import NodeFact
@@ -73,13 +73,15 @@ class Dynamic:
         self.ssn = ssn
         self.node_ports = node_ports
         self.labels: dict[str, dict] = {}
-        self.interpod = InterPod(ssn) if pod_affinity else None
-        self.spread = TopologySpread(ssn, node_included) if topology_spread else None
-        if self.interpod is not None or self.spread is not None:
+        self.placed = Placed(ssn) if pod_affinity or topology_spread else None
+        self.interpod = InterPod(ssn, self.placed) if pod_affinity else None
+        self.spread = TopologySpread(ssn, self.placed, node_included) if topology_spread else None
+        if self.placed is not None:
             ssn.allocate_handlers.append(lambda task: self.changed(task, 1))
             ssn.deallocate_handlers.append(lambda task: self.changed(task, -1))
 
     def changed(self, task, delta: int) -> None:
+        self.placed.changed(task, delta)
         if self.interpod is not None:
             self.interpod.changed(task, delta)
         if self.spread is not None:

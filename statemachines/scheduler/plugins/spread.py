@@ -17,8 +17,7 @@ from typing import Callable
 
 from statemachines.scheduler.fiterrors import UNRESOLVABLE, UNSCHEDULABLE
 from statemachines.scheduler.labels import matches
-from statemachines.scheduler.model import RELEASING
-from statemachines.scheduler.plugins.interpod import Buckets
+from statemachines.scheduler.plugins.interpod import Buckets, Placed
 
 CONSTRAINTS = "node(s) didn't match pod topology spread constraints"
 MISSING_LABEL = CONSTRAINTS + " (missing required label)"
@@ -39,8 +38,9 @@ class NodeCounts:
 
 
 class TopologySpread:
-    def __init__(self, ssn, node_included: Callable[..., bool]) -> None:
+    def __init__(self, ssn, placed: Placed, node_included: Callable[..., bool]) -> None:
         self.ssn = ssn
+        self.placed = placed
         self.node_included = node_included  # (placement, node fact, honor affinity, honor taints) -> bool
         self.counts: dict[tuple, NodeCounts] = {}
         self.buckets = Buckets()
@@ -50,14 +50,11 @@ class TopologySpread:
         key = (namespace, selector)
         counts = self.counts.get(key)
         if counts is None:
-            nodes = self.ssn.node_list
+            nodes = self.ssn.nodes
             counts = self.counts[key] = NodeCounts(namespace, selector, len(nodes))
-            for node in nodes:
-                n = 0
-                for task in node.tasks.values():
-                    if task.status != RELEASING and counts.matches(task.fact):
-                        n += 1
-                counts.nodes[node.index] = n
+            for task in self.placed.candidates(selector):
+                if counts.matches(task.fact):
+                    counts.nodes[nodes[task.node].index] += 1
             self.buckets.add(selector, counts)
         return counts
 
