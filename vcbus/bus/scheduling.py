@@ -49,7 +49,6 @@ from typing import Any
 
 import msgspec
 import nats.errors
-from nats.js import api
 
 from projections.scheduler import SchedulerCache
 from statemachines import outputs as o
@@ -59,6 +58,7 @@ from statemachines.scheduler.constraints import unevaluated_counts
 from statemachines.scheduler.session import run_session
 from vcbus.bus import poison
 from vcbus.bus import subjects as s
+from vcbus.bus.batching import BatchWriter
 from vcbus.bus.connecting import Bus
 from vcbus.bus.errors import BusError
 from vcbus.bus.publisher import Prepared
@@ -83,6 +83,19 @@ def _exact(value: Any) -> str:
 
 
 _encode = msgspec.json.Encoder(enc_hook=_exact, order="sorted").encode
+
+
+def _by_stream(messages: list[Prepared]) -> list[list[Prepared]]:
+    """`messages` cut into runs of one stream each (by the subject's prefix: vcbus.cmd, vcbus.job ...), in order."""
+    runs: list[list[Prepared]] = []
+    last = None
+    for m in messages:
+        prefix = m.subject.split(".", 2)[:2]
+        if prefix != last:
+            runs.append([])
+            last = prefix
+        runs[-1].append(m)
+    return runs
 
 
 class Fingerprint:
@@ -162,6 +175,7 @@ class SchedulerService:
         self._dirty = True  # something was folded or applied since the last check
         self._seen: bytes | None = None  # fingerprint of the projection the last session ran on
         self._fingerprint = Fingerprint()
+        self._writer: BatchWriter | None = None  # a session's outputs, one atomic batch per stream (vcbus.bus.batching)
         self._changed_at: float | None = None  # monotonic time of the first change not yet scheduled
         self._pending: _Pending | None = None
         # True once a check found the projection as the last session saw it (nothing to do)
@@ -175,14 +189,19 @@ class SchedulerService:
         """Schedule until `stop` is set (or, with `until_idle`, until the log is used up and
         a session changes nothing any more)."""
         stop = stop or asyncio.Event()
-        await supervise(
-            "scheduler",
-            lambda: self._session(stop, until_idle),
-            progress=lambda: self.read + self.number,
-            stop=stop,
-            until_idle=until_idle,
-            log=log,
-        )
+        try:
+            await supervise(
+                "scheduler",
+                lambda: self._session(stop, until_idle),
+                progress=lambda: self.read + self.number,
+                stop=stop,
+                until_idle=until_idle,
+                log=log,
+            )
+        finally:
+            writer, self._writer = self._writer, None
+            if writer is not None:
+                await writer.close()
         return self.stats
 
     async def _session(self, stop: asyncio.Event, until_idle: bool) -> None:
@@ -339,21 +358,25 @@ class SchedulerService:
         if not messages:
             return
         timeout = self.bus.settings.publish_timeout
+        if self._writer is None:
+            self._writer = BatchWriter(self.bus.nc, self.js)
         for attempt in range(1, PUBLISH_ATTEMPTS + 1):
             try:
-                futs = [await self.js.publish_async(m.subject, m.body, headers=dict(m.headers)) for m in messages]
-                acks: list[api.PubAck] = await asyncio.wait_for(asyncio.gather(*futs), timeout)
-            except (asyncio.TimeoutError, nats.errors.Error) as err:
+                # one stream's run of messages at a time (commands, then events), each an atomic batch
+                # when it is large (one durable write), all on the wire before the first is waited for
+                sent = []
+                for run in _by_stream(messages):
+                    sent += await self._writer.send(run, atomic=attempt == 1)  # a retry: some may be stored
+                results = [await one.wait(timeout) for one in sent]
+            except (asyncio.TimeoutError, nats.errors.Error, BusError) as err:
                 if attempt == PUBLISH_ATTEMPTS:
                     raise BusError(f"scheduler: cannot store the {what}: {str(err) or type(err).__name__}") from err
                 log.warning("scheduler: storing the %s failed (%s); retrying", what, str(err) or type(err).__name__)
                 await asyncio.sleep(0.2 * attempt)
                 continue
-            for ack in acks:
-                if ack.duplicate:
-                    self.stats.duplicates += 1
-                else:
-                    self.stats.outputs += 1
+            for res in results:
+                self.stats.duplicates += res.duplicates
+                self.stats.outputs += res.stored
             return
 
     # ------------------------------------------------------------------ restart
