@@ -93,12 +93,16 @@ class PodState:
 
 
 class PodGroupState:
-    __slots__ = ("name", "uid", "phase", "spec")
+    __slots__ = ("name", "uid", "phase", "spec", "pending", "pending_said")
 
     def __init__(self, name: str, uid: str = "", phase: str = "") -> None:
         self.name = name
         self.uid = uid
         self.phase = phase
+        # (type, message) of the record's latest True condition when it is not Scheduled, else None;
+        # and the last one a PodGroupPending event said (statemachines/job/writes.py)
+        self.pending: tuple[str, str] | None = None
+        self.pending_said: tuple[str, str] | None = None
         # (minMember, minTaskMember, priorityClassName) as last written or observed; None: unknown
         self.spec: tuple[int, dict[str, int], str] | None = None
 

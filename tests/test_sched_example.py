@@ -114,8 +114,10 @@ def test_three_nodes_one_bind_per_node_then_running_after_the_binds_land():
     assert sorted(e.pod for e in outs_of(landed.outputs, o.PodBound)) == [n for n, _ in PODS]
     [status] = outs_of(landed.outputs, o.UpdatePodGroupStatus)
     assert status.status["phase"] == "Running"
-    events = [(e.event_type, e.reason, e.message) for e in outs_of(landed.outputs, o.RecordEvent)]
-    assert events == [("Normal", "Scheduled", "pod group is ready")]
+    events = [(e.kind, e.event_type, e.reason, e.message) for e in outs_of(landed.outputs, o.RecordEvent)]
+    nodes = {bind.name: bind.node for bind in result.binds}
+    assert events == [("Pod", "Normal", "Scheduled", f"Successfully assigned default/{n} to {nodes[n]}") for n, _ in PODS] + [
+        ("PodGroup", "Normal", "Scheduled", "pod group is ready")]
     assert not outs_of(landed.outputs, o.UpdateQueueStatus)  # allocated unchanged
     cluster.write_statuses(landed)
     assert not outs_of(cluster.session().outputs, o.PodBound)  # reported once

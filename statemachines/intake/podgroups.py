@@ -3,7 +3,8 @@
 A PodGroup belongs to the job that owns it (its owner reference, else its
 name). A change of its phase seen in a MODIFIED record (the scheduler's write)
 runs one pass of the job, with JobUnknown when the phase is Unknown. A
-PodGroup vcbus deleted (`pg_gone`) is ignored until its DELETED record.
+PodGroup vcbus deleted (`pg_gone`) is ignored until its DELETED record. Its latest
+condition is kept for the job's PodGroupPending event (`latest_pending`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,19 @@ from statemachines.model.objects import PodGroup
 from statemachines.model.vocabulary import Event
 from statemachines.policies import Request
 from statemachines.worker import handle
+
+
+def latest_pending(pg: PodGroup) -> tuple[str, str] | None:
+    """What `recordPodGroupEvent` reads (pkg/controllers/job/job_controller_actions.go): the True
+    condition with the latest lastTransitionTime (the first of equals), as (type, message) unless
+    it is Scheduled."""
+    latest = None
+    for cond in pg.status.conditions or ():
+        if cond.status == "True" and (latest is None or (cond.last_transition_time or "") > (latest.last_transition_time or "")):
+            latest = cond
+    if latest is None or latest.type == "Scheduled":
+        return None
+    return latest.type, latest.message
 
 
 def on_podgroup(engine: Any, rtype: str, pg: PodGroup) -> None:
@@ -42,6 +56,7 @@ def on_podgroup(engine: Any, rtype: str, pg: PodGroup) -> None:
         current.uid = meta.uid
     current.phase = phase
     current.spec = (pg.spec.min_member, dict(pg.spec.min_task_member or {}), pg.spec.priority_class_name)
+    current.pending = latest_pending(pg)
     if rtype == "MODIFIED" and phase != old_phase:
         event = Event.JOB_UNKNOWN if phase == "Unknown" else ""
         handle(engine, entry, Request(event=event, source="podgroup"))

@@ -23,6 +23,7 @@ from statemachines.job.writes import (
     ensure_podgroup,
     job_volumes,
     last_retry_spent,
+    record_podgroup_event,
     spec_facts,
     status_function,
     write_status,
@@ -98,6 +99,8 @@ def sync_job(ctx: JobContext, entry: JobEntry, handling: Handling, action: str) 
             ensure_podgroup(ctx, entry)
 
     pg = entry.pg
+    if pg is not None and pg.pending is not pg.pending_said:  # (no tuples compared on the usual sync)
+        record_podgroup_event(ctx, entry, pg)
     if pg is None or pg.phase in ("", "Pending"):
         idle = entry.idle
         if idle is not None and idle[0] is None and idle[1] is status and idle[2] is job.spec and idle[5] is handling:

@@ -7,7 +7,8 @@
 - `bookkeep_plugins` / `bookkeep_volumes` keep `status.controlledResources`
   (and create the generated PVCs once, §6.4);
 - `ensure_podgroup` is createOrUpdatePodGroup (§6.3), skipped on the sync that
-  spends the last retry (`last_retry_spent`).
+  spends the last retry (`last_retry_spent`);
+- `record_podgroup_event` is recordPodGroupEvent: the Warning PodGroupPending.
 
 Used by syncJob (`sync.py`) and killJob / killTarget (`kill.py`).
 """
@@ -48,6 +49,20 @@ def status_function(entry: JobEntry, status: JobStatus, handling: Handling) -> s
         return None
     status.state.phase = dest
     return "; ".join(guard_text(fn.__name__, want, check) for fn, want in guards)
+
+
+def record_podgroup_event(ctx: JobContext, entry: JobEntry, pg: PodGroupState) -> None:
+    """`recordPodGroupEvent` (pkg/controllers/job/job_controller_actions.go), at every sync that finds
+    the PodGroup: a Warning PodGroupPending on the vcjob while the PodGroup's latest True condition is
+    not Scheduled. Volcano records it at every such sync and leaves the repeats to Kubernetes' event
+    aggregation; vcbus says it again only when its text changes, or after the condition was Scheduled
+    (or gone) at a sync in between (`PodGroupState.pending_said`)."""
+    pending = pg.pending
+    said, pg.pending_said = pg.pending_said, pending
+    if pending is not None and pending != said:
+        kind, message = pending
+        ctx.emit(o.RecordEvent, entry, event_type="Warning", reason="PodGroupPending",
+                 message=f"PodGroup {entry.namespace}:{entry.name} {kind.lower()}, reason: {message}")
 
 
 def write_status(ctx: JobContext, entry: JobEntry, status: JobStatus, action: str, guard: str | None = None) -> None:

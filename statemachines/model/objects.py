@@ -189,8 +189,16 @@ class Pod(Struct, frozen=True, tag_field="kind", tag="Pod", rename="camel", gc=F
 # ---------------------------------------------------------------- podgroup, queue, command
 
 
+class PodGroupConditionView(Struct, frozen=True, rename="camel", gc=False):
+    type: str = ""
+    status: str = ""
+    last_transition_time: str | None = None
+    message: str = ""
+
+
 class PodGroupStatus(Struct, frozen=True, rename="camel", gc=False):
     phase: str = ""
+    conditions: list[PodGroupConditionView] | None = None  # the job controller's PodGroupPending event reads them
 
 
 class PodGroupSpec(Struct, frozen=True, rename="camel", gc=False):

@@ -169,8 +169,13 @@ def _close(ssn: Session) -> SessionResult:
         if fact is None:
             continue
         job = ssn.jobs.get(fact.group)
-        outputs.append(out.PodBound(job=job.fact.owner if job else key, seq=seq, time=time, session=number,
-                                    podgroup=job.name if job else "", pod=fact.name, uid=fact.uid, node=snapshot.bound[key]))
+        owner, node = job.fact.owner if job else key, snapshot.bound[key]
+        outputs.append(out.PodBound(job=owner, seq=seq, time=time, session=number,
+                                    podgroup=job.name if job else "", pod=fact.name, uid=fact.uid, node=node))
+        # the binder's event once the bind went through (`SchedulerCache.Bind`, pkg/scheduler/cache/cache.go)
+        outputs.append(out.RecordEvent(job=owner, seq=seq, time=time, event_type="Normal", reason="Scheduled",
+                                       message=f"Successfully assigned {fact.namespace}/{fact.name} to {node}",
+                                       kind="Pod", name=fact.name, api_version="v1", component=COMPONENT))
 
     emitted = snapshot.emitted
     session_events: dict[str, list[tuple[str, str, str]]] = {}

@@ -8,7 +8,9 @@ Queue with a `list` on `metadata.name`, the verbs the bridge already has); a
 command about an object that is gone is dropped. An Event about a
 cluster-scoped object goes to namespace `default`, as Kubernetes' event
 recorder puts it. The source component is the command's `component`, else
-`vc-controller-manager`.
+`vc-controller-manager`. The pod read and the Event's POST go the actuator's raw
+path (vcbus.k8s.rawcalls: plain JSON, no model objects): the scheduler records
+one Event per bound pod (`Scheduled`).
 
 Whose objects (vcbus.k8s.ownership): an event is about the key's vcjob, a pod or
 PodGroup whose ownerReference names that vcjob (a leftover's too), a pod of no
@@ -34,6 +36,7 @@ from kubernetes.client.rest import ApiException
 
 from statemachines import outputs as o
 from vcbus.bus.subjects import CLUSTER_SCOPE
+from vcbus.k8s import rawcalls
 from vcbus.k8s.ownership import (
     SCHEDULER_NAMES,
     Refused,
@@ -69,6 +72,7 @@ def event_name(cmd: o.RecordEvent, index: int, msg_id: str, kind: str, name: str
 class EventRecording:
     """The `_RecordEvent` handler of `vcbus.k8s.actuator.Actuator` (a mixin: uses its clients)."""
 
+    api: Any  # the ApiClient (vcbus.k8s.rawcalls)
     core: client.CoreV1Api
     custom: client.CustomObjectsApi
 
@@ -86,7 +90,8 @@ class EventRecording:
         items = found.get("items") or []
         return items[0] if items else None
 
-    def _involved(self, ns: str, name: str, cmd: o.RecordEvent) -> client.V1ObjectReference | None:
+    def _involved(self, ns: str, name: str, cmd: o.RecordEvent) -> dict[str, str] | None:
+        """The Event's involvedObject (an ObjectReference as JSON), None when the object is gone."""
         kind = cmd.kind or "Job"
         cluster = ns == CLUSTER_SCOPE
         if cluster and kind in ("Job", "Pod", "PodGroup"):
@@ -99,17 +104,13 @@ class EventRecording:
         if kind == "Job":
             obj: Any = self._job(ns, name)
             api_version = JOB_API_VERSION
-        elif kind == "Pod":
-            try:
-                pod = self.core.read_namespaced_pod(cmd.name or name, ns)
-            except ApiException as err:
-                if _status(err) == 404:
-                    return None
-                raise
+        elif kind == "Pod":  # read as plain JSON: one per bound pod (Scheduled), no V1Pod built
+            pod = rawcalls.read(self.api, rawcalls.pod_path(ns, cmd.name or name))
+            if pod is None:
+                return None
             schedulers = getattr(self, "scheduler_names", SCHEDULER_NAMES)
             check_object(pod, "pod", ns, name, read_job, lambda: require_schedulable(pod, ns, schedulers), gone_ok=True)
-            obj = {"metadata": {"name": pod.metadata.name, "namespace": ns, "uid": pod.metadata.uid,
-                                "resourceVersion": pod.metadata.resource_version}}
+            obj = pod
             api_version = "v1"
         else:  # a PodGroup or a Queue (require_event_target: no other kind)
             target = cmd.name or name
@@ -122,14 +123,9 @@ class EventRecording:
         if obj is None:
             return None
         meta = obj["metadata"]
-        return client.V1ObjectReference(
-            api_version=api_version,
-            kind=kind,
-            name=meta["name"],
-            namespace=meta.get("namespace") or None,
-            uid=meta.get("uid"),
-            resource_version=meta.get("resourceVersion"),
-        )
+        ref = {"apiVersion": api_version, "kind": kind, "name": meta["name"], "namespace": meta.get("namespace"),
+               "uid": meta.get("uid"), "resourceVersion": meta.get("resourceVersion")}
+        return {k: v for k, v in ref.items() if v}
 
     def _RecordEvent(self, ns: str, name: str, cmd: o.RecordEvent, index: int, msg_id: str = "") -> str:
         ref = self._involved(ns, name, cmd)
@@ -137,20 +133,22 @@ class EventRecording:
             log.info("actuator: event %s for %s dropped: %s %s is gone", cmd.reason, cmd.job, cmd.kind or "Job",
                      cmd.name or name)
             return "dropped"
-        event_ns = ref.namespace or CLUSTER_EVENT_NAMESPACE
-        event = client.CoreV1Event(
-            metadata=client.V1ObjectMeta(name=event_name(cmd, index, msg_id, ref.kind, ref.name), namespace=event_ns),
-            involved_object=ref,
-            reason=cmd.reason,
-            message=cmd.message,
-            type=cmd.event_type,
-            source=client.V1EventSource(component=cmd.component or COMPONENT),
-            count=1,
-            first_timestamp=cmd.time or None,
-            last_timestamp=cmd.time or None,
-        )
-        try:
-            self.core.create_namespaced_event(event_ns, event)
+        event_ns = ref.get("namespace") or CLUSTER_EVENT_NAMESPACE
+        event: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": event_name(cmd, index, msg_id, ref["kind"], ref["name"]), "namespace": event_ns},
+            "involvedObject": ref,
+            "reason": cmd.reason,
+            "message": cmd.message,
+            "type": cmd.event_type,
+            "source": {"component": cmd.component or COMPONENT},
+            "count": 1,
+        }
+        if cmd.time:
+            event["firstTimestamp"] = event["lastTimestamp"] = cmd.time
+        try:  # the raw path (vcbus.k8s.rawcalls): no CoreV1Event model each way
+            rawcalls.call(self.api, "POST", f"/api/v1/namespaces/{rawcalls.quote(event_ns, safe='')}/events", body=event)
         except ApiException as err:
             if _status(err) == 409:
                 return "done"
