@@ -287,6 +287,15 @@ def test_empty_gzip_and_binary_files_exit_2_saying_what_they_are(tmp_path):
                                     "(`gunzip -c FILE | vcbus render -`)\n")
 
 
+def test_every_file_given_must_hold_an_object(tmp_path, capsys):
+    job, empty = tmp_path / "job.yaml", tmp_path / "empty.yaml"
+    job.write_text(SEED_TEXT)
+    empty.write_text("")
+    code, out, err = run(capsys, "validate", str(job), str(empty))
+    assert (code, out) == (2, "")
+    assert err.startswith(f"error: {empty}: no objects in it (empty, or only comments): give ")
+
+
 # --- bad inputs that crashed or hung (issue 31) ---------------------------------------------------------------
 
 

@@ -205,10 +205,13 @@ def unknown_fields(obj: dict[str, Any], schema: dict[str, Any]) -> list[str]:
     return (_meta_unknown(meta) if isinstance(meta, dict) else []) + sorted(out)
 
 
-def strict_errors(obj: dict[str, Any], schema: dict[str, Any], duplicates: list[str]) -> list[str]:
-    """The strict decoding errors of `obj` (`duplicates`: paths of keys its text gives twice), in the API server's order."""
-    return [f'duplicate field "{path}"' for path in duplicates] + [
-        f'unknown field "{path}"' for path in unknown_fields(obj, schema)
+def strict_errors(obj: dict[str, Any], schema: dict[str, Any], duplicates: list[str]) -> list[tuple[str, str]]:
+    """(field path, error) of each strict decoding error of `obj`, in the API server's order.
+
+    `duplicates`: the paths of the keys the object's text gives twice (a decoded object cannot show them).
+    """
+    return [(path, f'duplicate field "{path}"') for path in duplicates] + [
+        (path, f'unknown field "{path}"') for path in unknown_fields(obj, schema)
     ]
 
 
@@ -218,8 +221,8 @@ def decode_message(kind: str, api_version: str, error: str) -> str:
     return f'{kind} in version "{version}" cannot be handled as a {kind}: {error}'
 
 
-def strict_message(kind: str, api_version: str, errors: list[str]) -> str:
-    return decode_message(kind, api_version, "strict decoding error: " + ", ".join(errors))
+def strict_message(kind: str, api_version: str, errors: list[tuple[str, str]]) -> str:
+    return decode_message(kind, api_version, "strict decoding error: " + ", ".join(text for _, text in errors))
 
 
 def type_errors(obj: dict[str, Any], schema: dict[str, Any]) -> list[FieldError]:
@@ -229,5 +232,7 @@ def type_errors(obj: dict[str, Any], schema: dict[str, Any]) -> list[FieldError]
 
 
 def _is_type_error(error: FieldError) -> bool:
-    return " must be of type " in error.detail and not any(f" must be of type {f}:" in error.detail for f in structural.RANGES) \
-        or error.path == "<nil>"
+    """A `must be of type` error (int-or-string's `<nil>` anyOf line included), not an int32/int64 range error."""
+    if error.path == "<nil>":
+        return True
+    return " must be of type " in error.detail and not any(f" must be of type {f}:" in error.detail for f in structural.RANGES)

@@ -37,7 +37,7 @@ from statemachines.admission.schema import (
 )
 from statemachines.plugins.args import parse_go_bool
 from vcbus.errors import UserError
-from vcbus.manifests import Document, load_all
+from vcbus.manifests import Document, load_all, load_documents
 
 JOB_API = "batch.volcano.sh/v1alpha1"
 QUEUE_API = "scheduling.volcano.sh/v1beta1"
@@ -103,14 +103,16 @@ def decode_refusal(doc: Document) -> dict[str, Any] | None:
     kind = kind_problem(obj)
     if kind is not None:
         stage, text = kind
+        field = text.split(" ")[0]  # `kind not set`, `apiVersion isn't string type`, `no matches for kind ...`
         if stage == "validation":
-            line = f'error: error validating "{source}": error validating data: {text}; if you choose to ignore these errors, turn validation off with --validate=false'
-            return {"message": text, "kubectl": line, "problems": [_problem(doc, "kind" if "kind" in text else "apiVersion", text)]}
-        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-        line = (f'error: resource mapping not found for name: "{meta.get("name", "")}" namespace: "{meta.get("namespace", "")}"'
-                f' from "{source}": {text}')
-        return {"message": text, "kubectl": line + "\nensure CRDs are installed first",
-                "problems": [_problem(doc, "kind", text)]}
+            line = (f'error: error validating "{source}": error validating data: {text}; if you choose to ignore'
+                    " these errors, turn validation off with --validate=false")
+        else:
+            field = "kind"
+            meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+            line = (f'error: resource mapping not found for name: "{meta.get("name", "")}" namespace:'
+                    f' "{meta.get("namespace", "")}" from "{source}": {text}\nensure CRDs are installed first')
+        return {"message": text, "kubectl": line, "problems": [_problem(doc, field, text)]}
     schema = CHECKED.get((obj["apiVersion"], obj["kind"]))
     if schema is None:
         return None
@@ -125,9 +127,8 @@ def decode_refusal(doc: Document) -> dict[str, Any] | None:
     errors = strict_errors(obj, schema, [path for path, _ in doc.duplicates])
     if errors:
         message = strict_message(obj["kind"], obj["apiVersion"], errors)
-        dup_lines = iter(line for _, line in doc.duplicates)
-        problems = [_problem(doc, e.split('"')[1], e, next(dup_lines) if e.startswith("duplicate") else None)
-                    for e in errors]
+        lines = [line for _, line in doc.duplicates] + [None] * (len(errors) - len(doc.duplicates))
+        problems = [_problem(doc, path, text, line) for (path, text), line in zip(errors, lines)]
         return {"message": message, "kubectl": created + message, "problems": problems}
     too_large = size_error(obj)
     if too_large:
@@ -298,13 +299,18 @@ def validate_command(files: tuple[str, ...], queue_files: tuple[str, ...], old_f
       kubectl get vcjob my-job -o yaml | vcbus validate -
       vcbus validate --skip-unknown app.yaml                # a file that also holds Deployments, Services...
     """
-    docs = load_all(list(files))
+    docs: list[Document] = []
+    for name in files:  # as `kubectl apply -f`, every file must hold an object
+        found = load_documents(name)
+        if not found:
+            raise nothing_to_check((name,), found)
+        docs += found
     gates = parse_feature_gates(feature_gates)
     queues = queue_index(queue_files, docs)
     olds = load_all(list(old_files)) if old_files else None
     results = [_checked(d, queues=queues, olds=olds, gates=gates, scheduler=scheduler_name, max_pods=max_pods) for d in docs]
     unchecked = [d for d, r in zip(docs, results) if r.get("skipped")]
-    if not docs or (len(unchecked) == len(docs) and not skip_unknown):
+    if len(unchecked) == len(docs) and not skip_unknown:
         raise nothing_to_check(files, docs)
     if output == "json":
         click.echo(json.dumps(results, indent=2, ensure_ascii=False))
