@@ -297,6 +297,7 @@ def test_three_not_ready_nodes_get_no_pod():
          "spec.volumes[1].persistentVolumeClaim"),
         ({"volumes": [{"name": "e", "ephemeral": {"volumeClaimTemplate": {}}}]}, "spec.volumes[0].ephemeral"),
         ({"resourceClaims": [{"name": "gpu"}]}, "spec.resourceClaims"),
+        ({"resources": {"requests": {"cpu": "2"}}}, "spec.resources.requests"),
         ({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "ScheduleAnyway",
                                          "labelSelector": {}}]},
          "spec.topologySpreadConstraints[0].whenUnsatisfiable: ScheduleAnyway"),

@@ -137,6 +137,8 @@ def compile_constraints(spec: o.PodSpec, namespace: str, labels: dict[str, str])
             problems.append(f"spec.volumes[{i}].ephemeral")
     if spec.resource_claims:
         problems.append("spec.resourceClaims")
+    if spec.resources is not None and spec.resources.requests:
+        problems.append("spec.resources.requests")
     ports = host_ports(spec)
     constraints = None
     if aff_terms or anti_terms or spread or ports:

@@ -245,6 +245,7 @@ class PodSpec(Struct, frozen=True, rename="camel", gc=False):
     topology_spread_constraints: list[TopologySpreadConstraint] | None = None
     volumes: list[Volume] | None = None
     resource_claims: list[Any] | None = None
+    resources: Requirements | None = None  # pod-level resources (PodLevelResources)
 
 
 class PodConditionView(Struct, frozen=True, rename="camel", gc=False):
