@@ -182,6 +182,12 @@ def test_the_recording_has_every_kind_in_resource_version_order_and_replays(run)
     lines = log.read_bytes().splitlines()
     recs = [json.loads(line) for line in lines]
     assert all(set(r) == {"type", "object"} for r in recs)
+    # the initial list, between its two marks (docs/replay.md), then the watches
+    (start, end) = [i for i, r in enumerate(recs) if r["type"] == "BOOKMARK"]
+    assert start == 0 and recs[0]["object"] == {"metadata": {"annotations": {"vcbus.volcano.sh/record-format": "2"}}}
+    assert recs[end]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
+    assert all(r["type"] == "ADDED" for r in recs[1:end])
+    recs = recs[1:end] + recs[end + 1:]
     rvs = [int(r["object"]["metadata"]["resourceVersion"]) for r in recs]
     assert rvs == sorted(rvs)
     kinds = {r["object"]["kind"] for r in recs}
@@ -206,8 +212,15 @@ def test_the_recording_has_every_kind_in_resource_version_order_and_replays(run)
 
 def test_per_kind_kubectl_watches_concatenated_or_together_replay_like_the_merged_recording(run):
     d = run["dir"]
-    expected, err = replay(d / "merged.log")
+    marked, err = replay(d / "merged.log")
     assert "warning" not in err
+    # kubectl's logs have no marks of an initial list (the recording's two bookmarks): the same without them
+    unmarked = d / "merged-unmarked.log"
+    unmarked.write_text("".join(line for line in (d / "merged.log").read_text().splitlines(keepends=True)
+                                if json.loads(line)["type"] != "BOOKMARK"))
+    expected, _ = replay(unmarked)
+    assert [j["status"] for j in marked["jobs"]] == [j["status"] for j in expected["jobs"]]
+    assert marked["input"]["events"] == expected["input"]["events"] + 2
     for fmt in ("json", "yaml"):
         files = [d / f"{kind}.{fmt}" for kind in KINDS]
         concatenated = d / f"concatenated.{fmt}"
@@ -284,7 +297,7 @@ def test_record_only_one_job_or_a_label_selector(k8s, tmp_path):
     by_job.stop()
     by_label.stop()
     for log in (job_log, label_log):
-        names = {(r["object"]["kind"], r["object"]["metadata"]["name"]) for r in records(log)}
+        names = {(r["object"]["kind"], r["object"]["metadata"]["name"]) for r in records(log) if r["type"] != "BOOKMARK"}
         assert names == {("Job", JOB), ("PodGroup", f"{JOB}-{created[JOB]['metadata']['uid']}"),
                          ("Pod", f"{JOB}-t-0"), ("Command", f"{JOB}-abort")}, log.name
 
@@ -378,7 +391,7 @@ def test_a_recording_of_a_job_vcbus_ran_replays_to_the_status_it_wrote(k8s, kwok
     try:
         job, *_ = run_seed_job(k8s, kwok, nats_server.url, namespace, tmp_path)
         final = job["metadata"]["resourceVersion"]
-        wait_until(lambda: any(r["object"]["kind"] == "Job" and r["object"]["metadata"]["resourceVersion"] == final
+        wait_until(lambda: any(r["object"].get("kind") == "Job" and r["object"]["metadata"]["resourceVersion"] == final
                                for r in parsed(log)), "the job's last status in the recording")
     finally:
         recorder.stop()
@@ -391,3 +404,52 @@ def test_a_recording_of_a_job_vcbus_ran_replays_to_the_status_it_wrote(k8s, kwok
     assert replayed["status"]["state"]["phase"] == live["state"]["phase"] == "Completed"
     assert [(h["from"], h["to"]) for h in replayed["history"]][-2:] == [("Running", "Completing"),
                                                                       ("Completing", "Completed")]
+
+
+def test_a_recording_started_mid_job_replays_only_what_happened_after(k8s, tmp_path):
+    """The job's status was written before its pods were last updated, so `vcbus record`'s initial list (in
+    resourceVersion order) has the vcjob before its pods: folded whole, no pod that exists is asked for."""
+    from statemachines.manifests.pod import build_pod
+    from statemachines.manifests.podgroup import build_podgroup
+    from tests.podsim import PodSimulator
+    from tests.record_scenario import JOBS, MERGE, PODGROUPS, vcjob
+
+    ns = k8s.create_namespace("record-midjob")
+    api = k8s.api_client()
+    sim = PodSimulator(api)
+    node = f"mid-{os.getpid() % 100000}"
+    sim.create_node(node, cpu="16", memory="64Gi")
+    try:
+        job = api_request(api, "POST", JOBS.format(ns=ns), body=vcjob("default"))
+        pg = api_request(api, "POST", PODGROUPS.format(ns=ns), body=build_podgroup(job))
+        sim.set_podgroup_phase(ns, pg["metadata"]["name"], "Running")
+        pods = [api_request(api, "POST", f"/api/v1/namespaces/{ns}/pods",
+                            body=build_pod(job, "worker", i, version=0, retry_count=0))["metadata"]["name"]
+                for i in range(2)]
+        for name in pods:
+            sim.bind(name, node, namespace=ns)
+        api_request(api, "PATCH", f"{JOBS.format(ns=ns)}/{JOB}/status", content_type=MERGE,
+                    body={"status": {"state": {"phase": "Running"}, "minAvailable": 2, "running": 2}})
+        for name in pods:  # the kubelet reports after the controller wrote Running
+            sim.start(name, namespace=ns)
+        log = tmp_path / "mid.log"
+        recorder = Recorder(k8s, log, "-n", ns, "--kind", "vcjobs", "--kind", "pods", "--kind", "podgroups")
+        sim.fail(pods[1], 1, namespace=ns)  # what happens after the recording started
+        wait_until(lambda: any(r["type"] == "MODIFIED" and r["object"]["metadata"]["name"] == pods[1]
+                               and r["object"]["status"].get("phase") == "Failed" for r in parsed(log)),
+                   "the failure in the recording")
+        recorder.stop()
+    finally:
+        sim.delete_node(node)
+    recs = parsed(log)
+    assert [r["type"] for r in recs[:1]] == ["BOOKMARK"]
+    listed = [r["object"]["kind"] for r in recs[1:next(i for i, r in enumerate(recs) if i and r["type"] == "BOOKMARK")]]
+    assert listed.index("Job") < len(listed) - 1 - listed[::-1].index("Pod")  # the job before a pod, by rv
+    report, err = replay(log)
+    (replayed,) = report["jobs"]
+    assert replayed["adopted"]["phase"] == "Running"
+    creates = [c for c in replayed["commands"] if c["command"] == "CreatePod" and c.get("jobVersion") == 0]
+    assert not creates, creates  # the pods were there all along
+    decisive = [(a["event"], a["pod"], a["action"]) for a in replayed["actions"] if a["action"] != "SyncJob"]
+    assert decisive == [("PodFailed", pods[1], "RestartJob")]
+    assert "warning" not in err

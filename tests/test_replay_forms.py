@@ -231,14 +231,15 @@ def test_anything_else_names_a_command_that_records_a_usable_log(tmp_path, conte
     assert "Traceback" not in err and err.count("\n") == 1
 
 
-def test_per_kind_concatenation_read_live_warns_that_it_cannot_merge(tmp_path, recs):
+def test_per_kind_concatenation_read_live_stops_its_rows_and_reports_merged(tmp_path, recs):
     kinds = per_kind(recs)
     data = "".join(pretty(kinds[k]) for k in KIND_ORDER).encode()
     proc = subprocess.run([sys.executable, "-m", "vcbus.cli.main", "replay", "-"], input=data, capture_output=True,
                           cwd=pathlib.Path(__file__).resolve().parents[1], timeout=120)
     assert proc.returncode == 0
     err = proc.stderr.decode()
-    assert "out of resourceVersion order" in err and "goes on in input order" in err
+    assert "out of resourceVersion order" in err and "the live timeline stops here" in err
+    assert "Completed" in proc.stdout.decode().split("final status", 1)[1]
 
 
 def test_record_and_replay_help_teach_recording_a_usable_log():

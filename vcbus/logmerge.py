@@ -24,10 +24,12 @@ vcjobs, whose raw spec is rendered); a log already in order streams.
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+import tempfile
+from typing import BinaryIO, Callable, Iterable
 
 from statemachines.model.objects import Job
-from statemachines.model.records import Observed
+from statemachines.model.records import Ignored, Observed
+from vcbus.errors import UserError
 from vcbus.watchlog import InvalidRecord, Item, iter_log
 
 
@@ -90,10 +92,13 @@ def merge(
     *,
     on_invalid: Callable[[InvalidRecord], None],
     warn: Callable[[str], None] | None = None,
+    keep_bytes: bool = False,
 ) -> tuple[list[Item], int]:
     """Every record of `inputs`, in resourceVersion order, renumbered from 1; and how many duplicates were dropped.
 
-    `on_invalid` gets each unusable record (it may raise to stop).
+    `on_invalid` gets each unusable record (it may raise to stop). `keep_bytes`: to write
+    the merged log out (for the bus, which drops repeats by their message id itself):
+    every record is kept, repeats too, with its bytes (else only a vcjob's).
     """
     entries: list[tuple[int, int, int, bytes, object]] = []
     seen: set[tuple[int, str, str]] = set()
@@ -106,15 +111,66 @@ def merge(
                 continue
             ident = resource_version(decoded)
             if ident is not None:
-                if ident[1]:
+                if ident[1] and not keep_bytes:
                     if ident in seen:
                         duplicates += 1
                         continue
                     seen.add(ident)
                 carry = ident[0]
-            if not (decoded.__class__ is Observed and decoded.object.__class__ is Job):  # type: ignore[attr-defined]
-                data = b""  # only a vcjob's bytes are used again (its spec is rendered)
+            if not keep_bytes and not (
+                decoded.__class__ is Observed and decoded.object.__class__ is Job  # type: ignore[attr-defined]
+            ) and decoded.__class__ is not Ignored:
+                data = b""  # only a vcjob's bytes are used again (its spec is rendered), and marks' (vcbus.logmarks)
             entries.append((carry, index, seq, data, decoded))
     entries.sort(key=lambda e: (e[0], e[1], e[2]))
     items = [(seq, data, decoded) for seq, (_, _, _, data, decoded) in enumerate(entries, 1)]
     return items, duplicates
+
+
+def in_etcd_order(stream: BinaryIO, source: str, *, warn: Callable[[str], None]) -> BinaryIO:
+    """A seekable log for the bus: `stream` itself (at its start) when its records are in etcd's order,
+    else a temporary file of JSON lines with them merged by resourceVersion, and a marked initial list
+    in cache-sync order (`vcbus.logmarks`): what `vcbus replay` folds, in the order it folds it.
+
+    An input with a record that cannot be used is handed back as it is, for the caller's own
+    check to report."""
+    from vcbus.logmarks import synced_first
+
+    order = OrderCheck(source)
+    marked = unordered = False
+    try:
+        items, list_end, _ = synced_first(iter_log(stream, source))
+        marked = list_end > 0
+        for seq, _, decoded in items:
+            if seq < list_end:
+                continue
+            if isinstance(decoded, InvalidRecord):
+                return _rewound(stream)
+            if not unordered and decoded.__class__ is Observed and decoded.time is None:  # type: ignore
+                rv = decoded.object.metadata.resource_version  # type: ignore[attr-defined]
+                unordered = rv.isdigit() and order.check(decoded.object.__class__, int(rv), seq) is not None  # type: ignore
+    except UserError:  # not a watch log at all: the caller says so
+        return _rewound(stream)
+    if not (marked or unordered):
+        return _rewound(stream)
+    stream.seek(0)
+    if unordered:
+        warn((order.found or "").replace("replaying the records", "publishing the records"))
+
+        def stop(err: InvalidRecord) -> None:
+            raise err
+
+        merged, _ = merge([(stream, source)], on_invalid=stop, keep_bytes=True)
+        items = synced_first(iter(merged))[0]
+    else:
+        items = synced_first(iter_log(stream, source))[0]
+    out = tempfile.TemporaryFile()  # noqa: SIM115 - the caller closes it
+    for _, data, _ in items:
+        out.write(data if data.endswith(b"\n") else data + b"\n")
+    out.seek(0)
+    return out  # type: ignore[return-value]
+
+
+def _rewound(stream: BinaryIO) -> BinaryIO:
+    stream.seek(0)
+    return stream

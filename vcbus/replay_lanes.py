@@ -27,6 +27,7 @@ from statemachines.model.objects import Pod
 from statemachines.model.record_time import object_time
 from statemachines.model.records import Observed
 from statemachines.model.timefmt import normalize
+from vcbus.logmarks import synced_first
 from vcbus.logmerge import merge
 from vcbus.replaying import Until
 from vcbus.watchlog import Item, iter_log
@@ -39,12 +40,12 @@ MAX_BYTES = 12_000
 
 
 def _items(inputs: list[tuple[Iterable[bytes], str]], merged: bool) -> Iterator[Item]:
+    """The records in the replay's order and numbering (a marked initial list first: `vcbus.logmarks`)."""
     if merged or len(inputs) > 1:
         items, _ = merge(inputs, on_invalid=lambda err: None)
-        yield from items
-        return
+        return synced_first(iter(items))[0]
     lines, source = inputs[0]
-    yield from iter_log(lines, source)
+    return synced_first(iter_log(lines, source))[0]
 
 
 def _pretty(data: bytes) -> str:

@@ -12,8 +12,13 @@ Order: several inputs are merged by resourceVersion (`vcbus.logmerge`). One
 input streams; if it turns out to be out of order across kinds (per-kind
 watches concatenated), the replay starts again from the top with the records
 merged, when the input can be read again (a file; standard input is spooled to
-a temporary file unless `live`). A live replay (`vcbus replay -`, `--follow`)
-cannot take back what it printed: it warns and goes on in input order.
+a temporary file). A live replay of a pipe (`live`: `vcbus replay -`) cannot take
+back the rows it printed: it warns, stops them (`on_record` sees no more) and
+reads the pipe to its end, and the result is the merged one (`merged`), as for
+the file. A file being followed cannot be read to an end: it warns and goes on
+in input order (`unordered` says why). A marked initial list (`vcbus record`'s,
+`vcbus.logmarks`) is folded whole first, in cache-sync order; a watch ERROR
+record is warned about as a gap in the log.
 
 Poison, never a halt (as on the bus, `vcbus.bus.poison`): with `skip_invalid`
 a record the engine fails on (any exception) is reported like an invalid one
@@ -33,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import re
 from typing import BinaryIO, Callable, Iterable, Iterator
 
 from projections.history import HistoryView, JobHistory
@@ -43,10 +49,14 @@ from statemachines.engine import Engine
 from statemachines.model.objects import Command, Job, Pod, PodGroup
 from statemachines.model.record_time import object_time
 from statemachines.model.records import Ignored, Observed, TimerRecord
-from statemachines.model.timefmt import normalize
+from statemachines.model.timefmt import fmt, normalize, parse
 from vcbus.errors import UserError
+from vcbus.logmarks import synced_first, watch_error
 from vcbus.logmerge import OrderCheck, merge
 from vcbus.watchlog import BATCH, InvalidRecord, Item, TruncatedRecord, iter_log
+
+
+_RFC3339 = re.compile(r"\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d:\d\d(\.\d+)?([Zz]|[+-]\d\d:\d\d)\Z")
 
 
 class Until:
@@ -61,7 +71,9 @@ class Until:
             self.seq = int(text)
             return
         try:
-            self.time = normalize(text)
+            if not _RFC3339.match(text):
+                raise ValueError(text)
+            self.time = fmt(parse(text))  # parsed whole: 2026-13-45T99:00:00Z has the form, not the values
         except ValueError:
             raise UserError(
                 f"--until {text!r}: expected a record number (e.g. 42) or an RFC 3339 time "
@@ -79,6 +91,7 @@ class ReplayResult:
         self.kinds: dict[type, bool] = {}  # the object classes the log has records of
         self.interrupted = False
         self.merged = False
+        self.unordered: str | None = None  # out of order across kinds, and replayed in input order (live)
         self.keep_history = True
 
     def report(self, *, job: str | None = None, explain: bool = False) -> dict:
@@ -250,27 +263,40 @@ def replay_inputs(
             )
             return _merged(inputs, result, until, invalid, warn, on_record, interruptible, fresh)
         lines, source = inputs[0]
-        how = None if live or engine is not None else _rereadable(lines)
+        how = None if engine is not None else _rereadable(lines)
         spool = _Spool(lines) if how == "spool" else None
         skip: dict[int, UserError] = {}
         while True:
             order = OrderCheck(source)
+            items, list_end, cut_short = synced_first(
+                iter_log(spool or lines, source, warn=warn, batch=BATCH if how == "seek" and not live else 1),
+                interruptible=interruptible)
             try:
-                _fold(iter_log(spool or lines, source, warn=warn, batch=BATCH if how == "seek" else 1),
-                      result, until, invalid, on_record, order, warn,
-                      interruptible, restart=how is not None, scan_rest=how == "seek", skip=skip)
+                _fold(items, result, until, invalid, on_record, order, warn,
+                      interruptible, restart=how is not None, scan_rest=how == "seek", skip=skip,
+                      poison_restart=False if live else None, source=source, list_end=list_end)
             except _OutOfOrder:
-                warn(order.found or "")
+                if live:  # what was printed stays printed: the report at the end is the merged one
+                    warn((order.found or "").replace(
+                        "replaying the records merged by resourceVersion",
+                        "the live timeline stops here; the input is read to its end and replayed merged by "
+                        "resourceVersion, and that report follows"))
+                else:
+                    warn(order.found or "")
                 again = fresh()
-                return _merged(
-                    [(_reread(lines, spool), source)], again, until, invalid, warn, on_record, interruptible, fresh
-                )
+                reread, cut_short = _reread(lines, spool, interruptible)
+                merged = _merged([(reread, source)], again, until, invalid, warn,
+                                 None if live else on_record, interruptible, fresh)
+                merged.interrupted = merged.interrupted or cut_short
+                return merged
             except _Poisoned as bad:  # the engine failed mid-record: start again without it
                 invalid(result, bad.error)
                 skip[bad.seq] = bad.error
-                lines, spool, how = _reread(lines, spool), None, "seek"
+                lines, spool, how = _reread(lines, spool)[0], None, "seek"
                 result = fresh()
                 continue
+            result.unordered = order.found  # out of order and not merged: only when it cannot start again
+            result.interrupted = result.interrupted or cut_short
             return result
 
 
@@ -300,17 +326,26 @@ class _Spool:
             yield line
 
 
-def _reread(lines: Iterable[bytes], spool: _Spool | None) -> Iterable[bytes]:
+def _reread(lines: Iterable[bytes], spool: _Spool | None, interruptible: bool = False) -> tuple[Iterable[bytes], bool]:
+    """The input from its top again, and whether reading the rest of a pipe was cut short by Ctrl-C
+    (`interruptible`: then what was read is what there is)."""
     if spool is not None:
-        for _ in spool:  # the rest of the pipe, into the spool
-            pass
+        cut_short = False
+        try:
+            for _ in spool:  # the rest of the pipe, into the spool
+                pass
+        except KeyboardInterrupt:
+            if not interruptible:
+                raise
+            cut_short = True
         spool.file.seek(0)
-        return spool.file
+        return spool.file, cut_short
     lines.seek(0)  # type: ignore[attr-defined]
-    return lines
+    return lines, False
 
 
 def _merged(inputs, result, until, invalid, warn, on_record, interruptible, fresh) -> ReplayResult:
+    source = ", ".join(s for _, s in inputs)
     bad: list[InvalidRecord] = []  # the merge's own invalid records, counted once per result
 
     def on_invalid(err: InvalidRecord) -> None:
@@ -324,8 +359,8 @@ def _merged(inputs, result, until, invalid, warn, on_record, interruptible, fres
     while True:
         result.merged = True
         try:
-            _fold(iter(items), result, until, invalid, on_record, None, warn, interruptible, restart=False,
-                  scan_rest=False, skip=skip, poison_restart=True)
+            _fold(synced_first(iter(items))[0], result, until, invalid, on_record, None, warn, interruptible,
+                  restart=False, scan_rest=False, skip=skip, poison_restart=True, source=source)
         except _Poisoned as failure:
             invalid(result, failure.error)
             skip[failure.seq] = failure.error
@@ -372,9 +407,13 @@ def _fold(
     scan_rest: bool,
     skip: dict[int, UserError] | None = None,
     poison_restart: bool | None = None,
+    source: str = "",
+    list_end: int = 0,
 ) -> None:
     """Fold records into the result. On records out of order across kinds: raise `_OutOfOrder` when
-    the caller can start again (`restart`), else warn once and go on in input order."""
+    the caller can start again (`restart`), else warn once and go on in input order. `list_end`: the
+    record that ends a marked initial list (`vcbus.logmarks.synced_first`): the records before it are
+    in cache-sync order, so not checked for order; checking starts there."""
     engine = result.engine
     history = result.keep_history  # off: the history projection's apply would only say no
     # the views' `apply`, and what the loop folds itself (ActionResolved, StatusChanged: most outputs;
@@ -387,7 +426,7 @@ def _fold(
     apply = engine.apply
     stop_seq, stop_time = until.seq, until.time
     cut = stop_seq is not None or stop_time is not None  # until the loop reads to the end
-    check = order is not None
+    check = order is not None and not list_end
     repeats = Repeats()
     # Repeats.seen, inlined (it runs for every record). A repeat has the same resourceVersion string
     # as a record before it, so a record whose resourceVersion comes after every one listed so far, by
@@ -459,7 +498,13 @@ def _fold(
                             other_rv, top_rv, top_kind = top_rv, n, kind
                         else:
                             check = _out_of_order(order, kind, n, seq, top_rv, top_kind, restart, warn)
-            elif cls is not Ignored and cls is not TimerRecord:
+            elif cls is Ignored:
+                what = decoded.kind  # type: ignore[attr-defined]
+                if what == "ERROR":
+                    warn(watch_error(source, seq, data))
+                elif seq == list_end:  # the initial list's end: from here on, etcd's order
+                    check = order is not None
+            elif cls is not TimerRecord:
                 invalid(result, decoded)  # type: ignore[arg-type]
                 continue
             if skip and seq in skip:  # the engine failed on it in an earlier pass

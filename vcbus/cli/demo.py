@@ -18,7 +18,9 @@ from vcbus.bus.projector import Projector
 from vcbus.bus.publisher import publish_records
 from vcbus.bus.reading import read_bucket, read_stream
 from vcbus.cli.status import print_table
+from vcbus.cli.replay import warn
 from vcbus.errors import UserError
+from vcbus.logmerge import in_etcd_order
 from vcbus.settings import BusSettings
 
 SEED = pathlib.Path(__file__).resolve().parents[2] / "examples" / "resnet-dist-train.json"
@@ -77,7 +79,8 @@ async def _demo(path: pathlib.Path, data_dir: pathlib.Path) -> None:
     async with open_bus(settings, own_server=True, name="vcbus-demo") as bus:
         click.echo(f"nats-server: {bus.describe()}")
         with open(path, "rb") as fh:
-            pub = await publish_records(bus.js, fh, str(path), timeout=settings.publish_timeout)
+            data = in_etcd_order(fh, str(path), warn=warn)  # as `vcbus replay` folds it
+            pub = await publish_records(bus.js, data, str(path), timeout=settings.publish_timeout)
         click.echo(f"published {pub.published} records of {path} into {s.K8S_STREAM}")
         decider = Decider(bus)
         await decider.run(until_idle=True)

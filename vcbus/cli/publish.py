@@ -14,7 +14,9 @@ from vcbus.bus.connecting import open_bus
 from vcbus.bus.logstore import store_log
 from vcbus.bus.publisher import LogCheck, Publisher, check_log, spooled_input
 from vcbus.bus.streams import last_seq
+from vcbus.cli.replay import warn
 from vcbus.errors import UserError
+from vcbus.logmerge import in_etcd_order
 from vcbus.settings import BusSettings, bus_options, from_flags
 from vcbus.watchlog import open_input
 
@@ -24,7 +26,9 @@ HELP = """Publish a recorded watch log into the bus (stream VCBUS_K8S), for the 
 FILE is what `vcbus record -A` writes (every kind, in etcd's order), what
   kubectl get <kind> -A --watch --output-watch-events -o json
 prints for one kind (pretty-printed or JSON lines), or a `vcbus log export`;
-- reads stdin. (Per-kind kubectl logs are not merged here: record with `vcbus record`.)
+- reads stdin. Per-kind kubectl logs concatenated are merged by resourceVersion
+first, and the initial list of a `vcbus record` log is stored in the order
+`vcbus replay` folds it (docs/replay.md), so the decider decides what replay does.
 
 \b
 The whole file is checked first: a bad record (undecodable, a TIMER without a
@@ -64,7 +68,8 @@ def publish(file: str, nats_url: str | None, data_dir: pathlib.Path | None) -> N
         data = spooled_input(stream)
         check_log(data, source)  # undecodable records fail before any connection
         data.seek(0)
-        pub, checked = asyncio.run(_publish(settings, data, source, require_empty=False, command=f"vcbus publish {file}"))
+        pub, checked = asyncio.run(_publish(settings, data, source, require_empty=False,
+                                            command=f"vcbus publish {file}", reorder=True))
     finally:
         if stream is not sys.stdin.buffer:
             stream.close()
@@ -72,10 +77,13 @@ def publish(file: str, nats_url: str | None, data_dir: pathlib.Path | None) -> N
 
 
 async def _publish(
-    settings: BusSettings, data: BinaryIO, source: str, *, require_empty: bool, command: str = "vcbus publish"
+    settings: BusSettings, data: BinaryIO, source: str, *, require_empty: bool, command: str = "vcbus publish",
+    reorder: bool = False,
 ) -> tuple[Publisher, LogCheck]:
     """Check the whole input against the server (max payload) and only then store it (vcbus.bus.logstore):
-    all or nothing when it fits one atomic batch, else in order, completed by a re-run if the server fails."""
+    all or nothing when it fits one atomic batch, else in order, completed by a re-run if the server fails.
+    `reorder`: once checked (errors name the input's places), store the records in the order `vcbus
+    replay` folds them (`in_etcd_order`)."""
     async with open_bus(settings, name="vcbus-publish") as bus:
         if require_empty:
             n = await last_seq(bus.js, s.K8S_STREAM)
@@ -86,6 +94,8 @@ async def _publish(
                 )
         checked = check_log(data, source, max_payload=bus.nc.max_payload)
         data.seek(0)
+        if reorder:
+            data = in_etcd_order(data, source, warn=warn)
         return await store_log(bus, data, source, checked, command=command), checked
 
 

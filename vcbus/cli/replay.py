@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 import sys
 
 import click
@@ -33,6 +35,9 @@ still being written (like tail -f); each timeline row is printed as soon as
 its record arrives, Ctrl-C prints the final statuses and exits 130:
   vcbus record -A | vcbus replay -
   vcbus replay --follow watch.log
+A pipe found out of order across kinds is read to its end and the merged
+report follows (the same as for the file); --follow cannot reorder: it warns
+and exits 2 at the end. `- < FILE` is read as FILE.
 
 \b
 Examples:
@@ -52,7 +57,8 @@ A timestamp that is not RFC 3339 is treated as absent, with a warning.
 
 Exit codes: 0 ok; 1 with --compare when a divergence was found (one that Volcano's known
 delayed-action race explains is shown as such and does not count); 2 bad input
-(with --strict: any bad record); 130 interrupted (Ctrl-C) while reading - or --follow.
+(with --strict: any bad record; --follow of records out of order); 130 interrupted
+(Ctrl-C) while reading - or --follow.
 """
 
 
@@ -71,7 +77,16 @@ def _job_option(value: str | None) -> str | None:
     return value
 
 
-def _warn(message: str) -> None:
+def _redirected() -> bool:
+    """Standard input is a regular file (`vcbus replay - < FILE`): read as that file is, not followed."""
+    try:
+        return stat.S_ISREG(os.fstat(sys.stdin.fileno()).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def warn(message: str) -> None:
+    """One `warning:` line on stderr (also the bus commands' warnings about a log: publish, demo)."""
     click.echo(f"warning: {message}", err=True)
 
 
@@ -142,13 +157,13 @@ def replay(
 
         path = files[0]
         open_input(path)[0].close()  # the same clear errors as without --follow
-        streams.append((follow_lines(path, on_reset=_warn), path))
+        streams.append((follow_lines(path, on_reset=warn), path))
     else:
         if files.count("-") > 1:
             raise UserError("- (standard input) can be given once")
         streams.extend(open_input(f) for f in files)
 
-    reading_stdin = len(files) == 1 and files[0] == "-"
+    reading_stdin = len(files) == 1 and files[0] == "-" and not _redirected()
     live = (follow or reading_stdin) and not as_json
     timeline = None
     if live:
@@ -167,7 +182,7 @@ def replay(
     try:
         result = replay_inputs(
             streams, explain=explain, until=stop, skip_invalid=not strict, on_problem=problem,
-            on_warning=_warn, on_record=timeline.on_record if timeline else None,
+            on_warning=warn, on_record=timeline.on_record if timeline else None,
             live=live, interruptible=follow or reading_stdin,
         )
     finally:
@@ -183,7 +198,7 @@ def replay(
     report = result.report(job=job_key, explain=explain)
     if not result.interrupted:
         for message in result.missing_kinds(report):
-            _warn(f"{source}: {message}")
+            warn(f"{source}: {message}")
     if job_key is not None and not report["jobs"] and not live:
         known = [f"{j['namespace']}/{j['name']}" for j in result.report()["jobs"]]
         more = f" and {len(known) - 20} more" if len(known) > 20 else ""
@@ -201,7 +216,14 @@ def replay(
         if live:
             click.echo()
         note = "; interrupted" if result.interrupted else ""
-        print_report(report, explain=explain, compare=compare, all_actions=all_actions, timeline=not live, note=note)
+        print_report(report, explain=explain, compare=compare, all_actions=all_actions,
+                     timeline=not live or result.merged, note=note)  # merged: the live rows stopped
+    if result.unordered:
+        raise UserError(
+            f"the replay above is in input order, which is not the order etcd wrote the records in (records of "
+            f"different kinds are out of resourceVersion order) and cannot be reordered while following; "
+            f"run `vcbus replay {source}` once the file is complete: it merges them by resourceVersion"
+        )
     if result.interrupted:
         raise SystemExit(130)
     if compare and any(not d.get("known") for j in report["jobs"] for d in j["divergences"]):

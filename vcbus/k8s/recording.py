@@ -11,7 +11,10 @@ order etcd wrote the changes in (all kinds share its revision counter):
    other kind *at* R (`resourceVersionMatch=Exact`), so all lists show the
    cluster at the same instant (if the server cannot, at its latest revision,
    with a warning). Their objects are written as ADDED, sorted by
-   resourceVersion. Errors here (no cluster, 403, a kind the server does not
+   resourceVersion, between two BOOKMARKs that mark the list
+   (`vcbus.logmarks.initial_list_marks`: the format's version before, the API
+   server's own end-of-initial-events mark after), so a replay folds the list
+   whole before it decides. Errors here (no cluster, 403, a kind the server does not
    serve) raise `UserError`: nothing is written.
 2. **The watches** (`vcbus.k8s.watching.ResourceWatcher`, one thread each, all
    from R: reconnects, bookmarks and relists on 410 Gone are its business)
@@ -44,6 +47,7 @@ import msgspec
 import urllib3
 
 from vcbus.errors import UserError
+from vcbus.logmarks import initial_list_marks
 from vcbus.k8s.redaction import redact_job
 from vcbus.k8s.watching import JOB_NAME_LABEL, KubeApiError, ResourceKind, ResourceWatcher, api_request, normalize
 from vcbus.k8s.watching import resource_kind as _resource_kind
@@ -152,8 +156,11 @@ class Recorder:
                     self._known[rk.name][uid] = obj
                 listed.append((_rv(obj), rk.name, obj))
         listed.sort(key=lambda e: e[0])
+        before, after = initial_list_marks(self.revision or "")
+        self.write(_encode(before) + b"\n")
         for rv, kind, obj in listed:
             self._write(kind, "ADDED", obj)
+        self.write(_encode(after) + b"\n")
         for kind, rv in self._positions.items():  # what a relist's DELETED can be older than
             self._kind_high[kind] = _rv_text(rv)
         self._high = max([self._high, *self._kind_high.values()])
