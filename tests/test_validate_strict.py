@@ -332,6 +332,20 @@ def test_a_50_mb_single_line_document_is_refused_up_front(tmp_path, command):
 
 
 @pytest.mark.slow
+def test_a_yaml_list_over_3_mib_is_read_and_each_item_is_sized_on_its_own(tmp_path, capsys):
+    text = "apiVersion: v1\nkind: List\nitems:\n"
+    for name in ("a", "b"):
+        text += (f"- apiVersion: batch.volcano.sh/v1alpha1\n  kind: Job\n  metadata:\n    name: {name}\n"
+                 f"    annotations:\n      note: {'x' * 2_000_000}\n")
+    path = tmp_path / "list.yaml"
+    path.write_text(text)
+    code, out, _ = run(capsys, "validate", str(path))
+    assert code == 1
+    assert out.count("etcdserver: request is too large (the object is 2,000,105 bytes as JSON") == 4  # 2 jobs, 2 lines each
+    assert f"{path}:4: Job a: denied" in out and f"{path}:10: Job b: denied" in out
+
+
+@pytest.mark.slow
 def test_a_50_mb_json_object_is_refused_up_front(tmp_path, capsys):
     job = yaml.safe_load(SEED_TEXT)
     job["metadata"]["labels"] = {f"k{i}": "v" * 60 for i in range(700_000)}

@@ -103,7 +103,11 @@ def yaml_values(data: bytes | str, source: str) -> list[tuple[int, int, Any]]:
 
 
 def yaml_objects(text: str, source: str) -> list[YamlObject]:
-    """Each non-empty YAML document of `text`, guarded, with the lines of its keys and its duplicated keys."""
+    """Each non-empty YAML document of a manifest, guarded, with the lines of its keys and its duplicated keys.
+
+    A document over MAX_DOCUMENT_BYTES is refused before it is parsed, unless it is a `List`
+    (`kind: ...List` and `items:` at the start of a line), whose items are objects of their own.
+    """
     return _values(text, source, keys=True)
 
 
@@ -119,6 +123,8 @@ def _check_document_sizes(text: str, source: str) -> None:
         number += 1
         if end - begin <= MAX_DOCUMENT_BYTES // 4:
             continue  # no UTF-8 character takes more than 4 bytes
+        if _is_list(text, begin, end):
+            continue
         size = len(text[begin:end].encode("utf-8", "surrogatepass"))
         if size > MAX_DOCUMENT_BYTES:
             line = text.count("\n", 0, begin) + 1
@@ -128,12 +134,23 @@ def _check_document_sizes(text: str, source: str) -> None:
             )
 
 
+_LIST_KIND = re.compile(r"\nkind: *[\"']?[A-Za-z0-9]*List[\"']? *\r?\n")
+_ITEMS = re.compile(r"\nitems: *(?:\r?\n|\[)")
+
+
+def _is_list(text: str, begin: int, end: int) -> bool:
+    """Whether the document text[begin:end] is a block-style `List` (its kind and its items at column 0)."""
+    segment = "\n" + text[begin:end]
+    return bool(_LIST_KIND.search(segment)) and bool(_ITEMS.search(segment))
+
+
 def _content(text: str, begin: int, end: int) -> bool:
     return any(line.strip() and not line.lstrip().startswith("#") for line in text[begin:end].splitlines())
 
 
 def _values(text: str, source: str, *, keys: bool) -> list[YamlObject]:
-    _check_document_sizes(text, source)
+    if keys:  # a manifest: one object per document, as kubectl sends it
+        _check_document_sizes(text, source)
     out: list[YamlObject] = []
     index = 0
     try:

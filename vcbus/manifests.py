@@ -132,14 +132,23 @@ def _expand(source: str, index: int, line: int, obj: Any, lines: dict[str, int] 
     kind = str(obj.get("kind", ""))
     lines = lines or {}
     if kind.endswith("List") and isinstance(obj.get("items"), list):
+        item_lines, item_dups = _per_item(lines), _per_item(dict(duplicates))
         docs = []
         for i, item in enumerate(obj["items"]):
-            prefix = f"items[{i}]"
-            sub = {p[len(prefix) + 1:]: n for p, n in lines.items() if p.startswith(prefix + ".")}
-            dups = tuple((p[len(prefix) + 1:], n) for p, n in duplicates if p.startswith(prefix + "."))
-            docs += _expand(source, index, lines.get(prefix, line), item, sub, dups)
+            dups = tuple(item_dups.get(i, {}).items())
+            docs += _expand(source, index, lines.get(f"items[{i}]", line), item, item_lines.get(i, {}), dups)
         return docs
     return [Document(source, index, line, obj, lines, duplicates)]
+
+
+def _per_item(paths: dict[str, int]) -> dict[int, dict[str, int]]:
+    """`items[3].spec.x` -> {3: {"spec.x": ...}}: a List's paths, re-rooted at each item (one pass)."""
+    out: dict[int, dict[str, int]] = {}
+    for path, line in paths.items():
+        head, dot, rest = path.partition("].")
+        if dot and head.startswith("items[") and head[6:].isdigit():
+            out.setdefault(int(head[6:]), {})[rest] = line
+    return out
 
 
 def _json_too_deep(source: str, text: str) -> ManifestError:
