@@ -28,7 +28,7 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Callable
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 import click
 
@@ -113,8 +113,10 @@ class Operations:
             self.readiness.lag.setdefault(lag.name, -1)  # not ready before the first measure
 
     @contextlib.asynccontextmanager
-    async def running(self, bus: Any, stop: asyncio.Event, *, probes: bool = True) -> AsyncIterator[bool]:
-        """Probes and bus watch around the services; yields False if `stop` came while waiting as a standby."""
+    async def running(self, bus: Any, stop: asyncio.Event, *, probes: bool = True,
+                      reach: Callable[[], Awaitable[bool]] | None = None) -> AsyncIterator[bool]:
+        """Probes and bus watch around the services; yields False if `stop` came while waiting as a standby,
+        or while `reach` (the API server, vcbus.k8s.reach) was waited for: /readyz says so meanwhile."""
         r = self.readiness
         addr = self.default_addr if self.metrics_addr is None else self.metrics_addr
         server = serve(addr, r, default=self.metrics_addr is None) if probes else None
@@ -122,6 +124,15 @@ class Operations:
         watcher = asyncio.create_task(watch.run(stop), name="bus-watch")
         keeper = None
         try:
+            if reach is not None:
+                waiting = lambda: "the API server is not reached yet"  # noqa: E731 - a /readyz check
+                r.checks.append(waiting)
+                try:
+                    if not await reach():
+                        yield False
+                        return
+                finally:
+                    r.checks.remove(waiting)
             if self.elector is not None:
                 r.role = "standby"
                 m.LEADER.set(0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import pathlib
 import signal
@@ -146,6 +147,11 @@ def duration(text: str, option: str) -> float:
     help="How long one API request may take before it is retried (watches have their own).",
 )
 @click.option(
+    "--connect-timeout", default="5m", show_default=True, metavar="DURATION",
+    help="How long to keep trying an API server never reached before exiting 4 (0: for ever). Each try is "
+    "logged with the next; /readyz is not ready meanwhile. Once reached, outages are ridden out.",
+)
+@click.option(
     "--scheduler-conf",
     metavar="FILE",
     help="The scheduler's config: Volcano's volcano-scheduler.conf YAML (default: the helm install's).",
@@ -221,6 +227,7 @@ def up(
     kube_api_qps: float,
     kube_api_burst: int,
     kube_api_timeout: str,
+    connect_timeout: str,
     scheduler_conf: str | None,
     schedule_period: str,
     watch_namespace: str | None,
@@ -294,6 +301,7 @@ def up(
             scheduler=scheduler,
             ops=ops,
             decider_partitions=decider_partitions or None,
+            connect_timeout=0.0 if connect_timeout.strip() in ("0", "0s") else duration(connect_timeout, "--connect-timeout"),
         )
     )
 
@@ -375,6 +383,7 @@ async def _up(
     scheduler: SchedulerOptions | None = None,
     ops: Operations | None = None,
     decider_partitions: tuple[int, ...] | None = None,
+    connect_timeout: float = 0.0,
 ) -> None:
     log = logging.getLogger("vcbus")
     ops = ops or Operations()
@@ -395,7 +404,12 @@ async def _up(
                 names = services + (("bridge",) if observe_only else CLUSTER_SERVICES)
             else:
                 names = services
-            async with ops.running(bus, stop, probes=not once) as leading:
+            reach = None
+            if api_client is not None:
+                from vcbus.k8s import reach as reaching
+
+                reach = functools.partial(reaching.reach, api_client, timeout=connect_timeout, stop=stop)
+            async with ops.running(bus, stop, probes=not once, reach=reach) as leading:
                 if leading:
                     log.info("vcbus up: %s; running %s", bus.describe(), ", ".join(names))
                     await run_services(bus, services, stop=stop, once=once, cluster=cluster, scheduler=scheduler, buses=buses,

@@ -86,6 +86,9 @@ def api_client_for(kubeconfig: str | None, *, context: str | None = None, qps: f
         ) from None
     if connections:
         cfg.connection_pool_maxsize = max(cfg.connection_pool_maxsize or 0, connections)
+    # no retries inside urllib3 (three silent tries and a warning line each): every caller retries with
+    # its own jittered backoff and says so once (vcbus.k8s.apierrors, vcbus.k8s.reach, the watches)
+    cfg.retries = False
     return ClusterClient(cfg, qps=qps, burst=burst, timeout=timeout)
 
 
