@@ -1,10 +1,11 @@
 """proportion plugin (`pkg/scheduler/plugins/proportion/proportion.go`, reference §6): queue fair share.
 
-At open, for every queue that has a job in the session: realCapability, allocated, request,
-inqueue and elastic; then the deserved shares by iterative water-filling over the queue
+At open, for every queue that has a job in the session: realCapability, allocated, request
+(with the pods an admitted PodGroup still awaits, `awaited_request`), inqueue and elastic; then the deserved shares by iterative water-filling over the queue
 weights, clamped by realCapability and request and raised to the guarantee. Then:
 queue order (priority, then smaller share), Overused, Allocatable, Preemptive,
-Reclaimable, the enqueue vote and live share updates on (de)allocation.
+Reclaimable, the enqueue vote (an admitted job's awaited pods join its queue's request and the
+shares are filled again) and live share updates on (de)allocation.
 """
 
 from __future__ import annotations
@@ -68,6 +69,43 @@ def deduct_gated(job: JobState, res: Res) -> Res:
     for name, value in res.sc.items():
         if name in gated.sc:
             out.sc[name] = max(value - gated.sc[name], 0.0)
+    return out
+
+
+AWAITING_PODS = frozenset({"Inqueue", "Running", "Unknown"})  # admitted: the controller creates the pods
+
+
+def awaited_request(job: JobState) -> Res:
+    """The requests of the pods an admitted PodGroup's `minTaskMember` promises that do not exist yet.
+
+    Volcano's controller creates all the pods of a job the moment its PodGroup is Inqueue, in one
+    parallel burst, so its next session sees them; vcbus's actuator creates them a command at a time,
+    and a session in between must not hand their share to another queue. A missing pod is counted at
+    the request of an existing pod of its task, else at the PodGroup's minResources per member (the
+    job controller sums minResources over the first minMember pods); without either it is not counted.
+    Not Volcano's: docs/scheduler.md, "Queue shares"."""
+    want = job.fact.min_task_member
+    out = Res()
+    if not want:
+        return out
+    have: dict[str, int] = {}
+    sample: dict[str, Res] = {}
+    for t in job.tasks.values():
+        have[t.role] = have.get(t.role, 0) + 1
+        if t.role not in sample:
+            sample[t.role] = t.req
+    per_member: Res | None = None
+    for role in sorted(want):
+        missing = want[role] - have.get(role, 0)
+        if missing <= 0:
+            continue
+        req = sample.get(role)
+        if req is None:
+            if per_member is None:
+                minres, members = job.min_resources, job.fact.min_member
+                per_member = minres.scaled(1 / members) if minres is not None and members > 0 else Res()
+            req = per_member
+        out.add(req.scaled(missing))
     return out
 
 
@@ -169,6 +207,8 @@ def open_plugin(ssn: Session, option: PluginOption) -> None:
             elif status == PENDING:
                 for t in bucket.values():
                     q.request.add(t.req)
+        if job.phase in AWAITING_PODS and job.fact.min_task_member:
+            q.request.add(awaited_request(job))
         if job.min_resources is not None:
             if job.phase == "Inqueue":
                 q.inqueue.add(inqueue_resource(job))
@@ -230,11 +270,17 @@ def open_plugin(ssn: Session, option: PluginOption) -> None:
         return REJECT
 
     def enqueued(job: JobState) -> None:
-        if job.min_resources is None:
-            return
         q = attrs.get(job.queue)
-        if q is not None:
+        if q is None:
+            return
+        if job.min_resources is not None:
             q.inqueue.add(deduct_gated(job, job.min_resources))
+        awaited = awaited_request(job)
+        if not awaited.is_empty():  # its pods are due now: the shares allocate uses count them (not Volcano's)
+            q.request.add(awaited)
+            for each in ordered:
+                each.deserved = Res()
+            water_fill(ordered, total)
 
     ssn.add("job_enqueueable", NAME, enqueueable)
     ssn.add("job_enqueued", NAME, enqueued)

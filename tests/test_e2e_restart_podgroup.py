@@ -1,0 +1,149 @@
+"""A restart under a short scheduling period never shows a PodGroup phase its own sessions did not
+compute (issue 32, item 1), on a real API server and KWOK nodes.
+
+`vcbus up --kubeconfig --schedule-period 200ms` as a child process, KWOK as the kubelets of three
+nodes (cpu 5: one seed pod of cpu 3 per node), the seed job (1 master + 2 workers, minAvailable 3,
+PodFailed -> RestartJob). A failed worker restarts the job: the PodGroup is deleted and re-created
+under the same name. Before status writes named their object's uid, a session that had seen the old
+PodGroup (Running, with its conditions) wrote Running onto the new one, its pods were created before
+it was ever Inqueue, and a pod was bound past the enqueue gate (3 of 3 restarts at 200 ms).
+
+Checked, from watches of one etcd (resourceVersions order the two kinds): every PodGroup
+incarnation (uid) is first seen without a phase or Pending, is Inqueue before it is Running, and no
+pod of a job version is bound before that version's PodGroup was Inqueue. Two restarts.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import sys
+import time
+import uuid
+
+import pytest
+from kubernetes import client
+
+from statemachines.admission.mutate import mutate_job
+from tests import kwok_env
+from tests.k8s_env import free_port
+from tests.test_e2e_cluster import UpProcess, wait_until
+from tests.test_e2e_scheduler import NAME, seed_job
+from vcbus.k8s.watching import ResourceWatcher
+
+pytestmark = [pytest.mark.k8s, pytest.mark.slow]
+
+G, V = "batch.volcano.sh", "v1alpha1"
+SG, SV = "scheduling.volcano.sh", "v1beta1"
+DEADLINE = float(os.environ.get("VCBUS_E2E_DEADLINE", "300"))
+RESTARTS = 2
+
+
+class History:
+    """Every PodGroup and pod record of the namespace, in resourceVersion order."""
+
+    def __init__(self, api, ns: str) -> None:
+        self.pg_watch = ResourceWatcher(api, "podgroups", namespace=ns).start()
+        self.pod_watch = ResourceWatcher(api, "pods", namespace=ns, label_selector="").start()
+        self.podgroups: list[tuple[int, str, str, str]] = []  # (rv, uid, type, phase)
+        self.binds: dict[tuple[str, str], int] = {}  # (pod uid, job version) -> first rv with a node
+
+    def drain(self) -> None:
+        while (ev := self.pg_watch.poll()) is not None:
+            obj = ev["object"]
+            meta = obj["metadata"]
+            phase = (obj.get("status") or {}).get("phase") or ""
+            self.podgroups.append((int(meta["resourceVersion"]), meta["uid"], ev["type"], phase))
+        while (ev := self.pod_watch.poll()) is not None:
+            obj = ev["object"]
+            meta = obj["metadata"]
+            if (obj.get("spec") or {}).get("nodeName"):
+                version = (meta.get("annotations") or {}).get("volcano.sh/job-version", "")
+                self.binds.setdefault((meta["uid"], version), int(meta["resourceVersion"]))
+
+    def stop(self) -> None:
+        self.pg_watch.stop()
+        self.pod_watch.stop()
+
+
+def test_a_restarted_jobs_new_podgroup_only_ever_shows_phases_of_its_own_sessions(k8s, kwok, k8s_namespace, tmp_path):
+    ns = k8s_namespace
+    api = k8s.api_client()
+    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    up: UpProcess | None = None
+    history: History | None = None
+
+    def wait(what: str, predicate):
+        def alive_and() -> object:
+            kwok.check()
+            if up is not None and up.proc is not None and up.proc.poll() is not None:
+                pytest.fail(f"vcbus up exited with {up.proc.returncode} while waiting for {what}:\n{up.tail()}")
+            if history is not None:
+                history.drain()
+            return predicate()
+
+        return wait_until(what, alive_and, deadline=DEADLINE, poll=0.1,
+                          explain=lambda: f"podgroups {history.podgroups if history else []}\n{up.tail() if up else ''}")
+
+    for node in core.list_node().items:
+        core.delete_node(node.metadata.name)
+    nodes = kwok_env.create_nodes(api, 3, cpu="5", memory="16Gi", pods="110", prefix=f"restart-{uuid.uuid4().hex[:4]}")
+    exe = str(pathlib.Path(sys.executable).with_name("vcbus"))
+    up = UpProcess([exe, "up", "--kubeconfig", str(k8s.kubeconfig), "--data-dir", str(tmp_path / "data"),
+                    "--metrics-addr", f"127.0.0.1:{free_port()}", "--namespace", ns, "--schedule-period", "200ms",
+                    "-v"], tmp_path / "vcbus-up.log")
+    try:
+        kwok_env.wait_nodes_ready(api, nodes, timeout=DEADLINE, kwok=kwok)
+        up.start()
+
+        def default_queue_open() -> bool:
+            try:
+                q = custom.get_cluster_custom_object(SG, SV, "queues", "default")
+            except client.ApiException as err:
+                if err.status == 404:
+                    return False
+                raise
+            return (q.get("status") or {}).get("state") == "Open"
+
+        wait("default queue Open", default_queue_open)
+        history = History(api, ns)
+        job = mutate_job(seed_job())
+        job["metadata"]["namespace"] = ns
+        custom.create_namespaced_custom_object(G, V, ns, "jobs", job)
+
+        def running(version: int):
+            def check() -> bool:
+                pods = [p for p in core.list_namespaced_pod(ns).items
+                        if (p.metadata.annotations or {}).get("volcano.sh/job-version") == str(version)]
+                phase = (custom.get_namespaced_custom_object(G, V, ns, "jobs", NAME).get("status") or {}).get("state", {})
+                return (len(pods) == 3 and all(p.status.phase == "Running" and not p.metadata.deletion_timestamp
+                                               for p in pods) and phase.get("phase") == "Running")
+            return check
+
+        wait("version 0 Running", running(0))
+        for version in range(1, RESTARTS + 1):
+            kwok_env.fail_pod(api, ns, f"{NAME}-worker-1", 1)
+            wait(f"version {version} Running after the restart", running(version))
+        history.drain()
+
+        by_uid: dict[str, list[tuple[int, str, str]]] = {}
+        for rv, uid, rtype, phase in sorted(history.podgroups):
+            by_uid.setdefault(uid, []).append((rv, rtype, phase))
+        assert len(by_uid) == RESTARTS + 1, by_uid  # one incarnation per job version
+        inqueue_at: list[int] = []
+        for uid, records in by_uid.items():
+            phases = [phase for _, rtype, phase in records if rtype != "DELETED"]
+            assert phases[0] in ("", "Pending"), (uid, records)  # a new PodGroup starts from nothing
+            seen = [p for i, p in enumerate(phases) if p and (i == 0 or phases[i - 1] != p)]
+            assert "Inqueue" in seen and "Running" in seen, (uid, records)
+            assert seen.index("Inqueue") < seen.index("Running"), (uid, records)
+            inqueue_at.append(next(rv for rv, rtype, phase in records if phase == "Inqueue"))
+        inqueue_at.sort()
+        for (pod_uid, version), bound_rv in history.binds.items():
+            assert bound_rv > inqueue_at[int(version)], (pod_uid, version, bound_rv, inqueue_at)
+        print(f"podgroup incarnations: {[[p for _, _, p in r] for r in by_uid.values()]}")
+    finally:
+        if history is not None:
+            history.stop()
+        up.stop()
+        kwok_env.delete_nodes(api, nodes)
