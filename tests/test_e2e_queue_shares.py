@@ -21,18 +21,14 @@ Not timed: every step waits on a condition with a generous deadline.
 
 from __future__ import annotations
 
-import pathlib
-import sys
-import time
 import uuid
 
 import pytest
 from kubernetes import client
 
 from tests import kwok_env
-from tests.k8s_env import free_port
-from tests.test_e2e_cluster import UpProcess, wait_until
-from tests.test_kwok_gang import DEADLINE, G, SG, SV, V, Watch, metric
+from tests.kwok_up import DEADLINE, SG, SV, Waiter, cleanup, queue_open, start_up
+from tests.test_kwok_gang import G, V, Watch, metric
 
 pytestmark = [pytest.mark.k8s, pytest.mark.slow]
 
@@ -70,20 +66,7 @@ def test_weights_hold_when_jobs_arrive_together_and_volcanos_events_are_written(
     queues = {f"q1-{tag}": 1, f"q3-{tag}": 3}
     q1, q3 = queues
     jobs = {f"{q.split('-')[0]}-job-{j}": q for q in queues for j in range(JOBS_PER_QUEUE)}
-    up: UpProcess | None = None
     watch: Watch | None = None
-
-    def wait(what: str, predicate):
-        def alive_and() -> object:
-            kwok.check()
-            if up is not None and up.proc is not None and up.proc.poll() is not None:
-                pytest.fail(f"vcbus up exited with {up.proc.returncode} while waiting for {what}:\n{up.tail()}")
-            if watch is not None:
-                watch.drain()
-            return predicate()
-
-        return wait_until(what, alive_and, deadline=DEADLINE, poll=0.2,
-                          explain=lambda: f"bound per queue {per_queue()}\nvcbus up log (tail):\n{up.tail() if up else ''}")
 
     def per_queue() -> dict[str, int]:
         out = dict.fromkeys(queues, 0)
@@ -99,21 +82,14 @@ def test_weights_hold_when_jobs_arrive_together_and_volcanos_events_are_written(
             "apiVersion": f"{SG}/{SV}", "kind": "Queue", "metadata": {"name": name},
             "spec": {"weight": weight, "reclaimable": True}})
     nodes = kwok_env.create_nodes(api, NODES, prefix=f"kwok-shares-{tag}", **NODE)
-    metrics_addr = f"127.0.0.1:{free_port()}"
-    exe = str(pathlib.Path(sys.executable).with_name("vcbus"))
-    up = UpProcess([exe, "up", "--kubeconfig", str(k8s.kubeconfig), "--data-dir", str(tmp_path / "data"),
-                    "--metrics-addr", metrics_addr, "--namespace", ns, "--schedule-period", period, "-v"],
-                   tmp_path / "vcbus-up.log")
+    up, metrics_addr = start_up(k8s, tmp_path, ns, "--schedule-period", period)
+    wait = Waiter(kwok, up, lambda: f"bound per queue {per_queue()}")
     try:
         kwok_env.wait_nodes_ready(api, nodes, timeout=DEADLINE, kwok=kwok)
         up.start()
-
-        def queues_open() -> bool:
-            return all((custom.get_cluster_custom_object(SG, SV, "queues", q).get("status") or {}).get("state")
-                       == "Open" for q in queues)
-
-        wait("both queues Open", queues_open)
+        wait("both queues Open", lambda: all(queue_open(custom, q) for q in queues))
         watch = Watch(api, ns)
+        wait.drains.append(watch.drain)
         for name, q in jobs.items():  # all at once
             custom.create_namespaced_custom_object(G, V, ns, "jobs", vcjob(name, ns, q, REPLICAS, "1"))
         custom.create_namespaced_custom_object(G, V, ns, "jobs", vcjob(BIG, ns, q3, 1, "5"))
@@ -176,10 +152,7 @@ def test_weights_hold_when_jobs_arrive_together_and_volcanos_events_are_written(
         assert event.message.startswith(f"PodGroup {ns}:{BIG} unschedulable, reason: {gang}"), event.message
         print(f"period {period}: bound per queue {per_queue()}; {len(events)} Scheduled events; {event.message}")
     finally:
-        if watch is not None:
-            watch.stop()
-        up.stop()
-        kwok_env.delete_nodes(api, nodes)
+        cleanup(up, [watch], api, nodes)
         for name in queues:
             try:
                 custom.delete_cluster_custom_object(SG, SV, "queues", name)

@@ -15,10 +15,6 @@ pod of a job version is bound before that version's PodGroup was Inqueue. Two re
 
 from __future__ import annotations
 
-import os
-import pathlib
-import sys
-import time
 import uuid
 
 import pytest
@@ -26,16 +22,13 @@ from kubernetes import client
 
 from statemachines.admission.mutate import mutate_job
 from tests import kwok_env
-from tests.k8s_env import free_port
-from tests.test_e2e_cluster import UpProcess, wait_until
+from tests.kwok_up import DEADLINE, Waiter, cleanup, queue_open, start_up
 from tests.test_e2e_scheduler import NAME, seed_job
 from vcbus.k8s.watching import ResourceWatcher
 
 pytestmark = [pytest.mark.k8s, pytest.mark.slow]
 
 G, V = "batch.volcano.sh", "v1alpha1"
-SG, SV = "scheduling.volcano.sh", "v1beta1"
-DEADLINE = float(os.environ.get("VCBUS_E2E_DEADLINE", "300"))
 RESTARTS = 2
 
 
@@ -70,43 +63,18 @@ def test_a_restarted_jobs_new_podgroup_only_ever_shows_phases_of_its_own_session
     ns = k8s_namespace
     api = k8s.api_client()
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
-    up: UpProcess | None = None
     history: History | None = None
-
-    def wait(what: str, predicate):
-        def alive_and() -> object:
-            kwok.check()
-            if up is not None and up.proc is not None and up.proc.poll() is not None:
-                pytest.fail(f"vcbus up exited with {up.proc.returncode} while waiting for {what}:\n{up.tail()}")
-            if history is not None:
-                history.drain()
-            return predicate()
-
-        return wait_until(what, alive_and, deadline=DEADLINE, poll=0.1,
-                          explain=lambda: f"podgroups {history.podgroups if history else []}\n{up.tail() if up else ''}")
-
     for node in core.list_node().items:
         core.delete_node(node.metadata.name)
     nodes = kwok_env.create_nodes(api, 3, cpu="5", memory="16Gi", pods="110", prefix=f"restart-{uuid.uuid4().hex[:4]}")
-    exe = str(pathlib.Path(sys.executable).with_name("vcbus"))
-    up = UpProcess([exe, "up", "--kubeconfig", str(k8s.kubeconfig), "--data-dir", str(tmp_path / "data"),
-                    "--metrics-addr", f"127.0.0.1:{free_port()}", "--namespace", ns, "--schedule-period", "200ms",
-                    "-v"], tmp_path / "vcbus-up.log")
+    up, _ = start_up(k8s, tmp_path, ns, "--schedule-period", "200ms")
+    wait = Waiter(kwok, up, lambda: f"podgroups {history.podgroups if history else []}")
     try:
         kwok_env.wait_nodes_ready(api, nodes, timeout=DEADLINE, kwok=kwok)
         up.start()
-
-        def default_queue_open() -> bool:
-            try:
-                q = custom.get_cluster_custom_object(SG, SV, "queues", "default")
-            except client.ApiException as err:
-                if err.status == 404:
-                    return False
-                raise
-            return (q.get("status") or {}).get("state") == "Open"
-
-        wait("default queue Open", default_queue_open)
+        wait("default queue Open", lambda: queue_open(custom, "default"))
         history = History(api, ns)
+        wait.drains.append(history.drain)
         job = mutate_job(seed_job())
         job["metadata"]["namespace"] = ns
         custom.create_namespaced_custom_object(G, V, ns, "jobs", job)
@@ -143,7 +111,4 @@ def test_a_restarted_jobs_new_podgroup_only_ever_shows_phases_of_its_own_session
             assert bound_rv > inqueue_at[int(version)], (pod_uid, version, bound_rv, inqueue_at)
         print(f"podgroup incarnations: {[[p for _, _, p in r] for r in by_uid.values()]}")
     finally:
-        if history is not None:
-            history.stop()
-        up.stop()
-        kwok_env.delete_nodes(api, nodes)
+        cleanup(up, [history], api, nodes)

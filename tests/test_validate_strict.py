@@ -258,6 +258,17 @@ def test_a_timestamp_of_the_wrong_type_is_refused_in_gos_words(tmp_path, capsys,
     assert f'kubectl would say: error: unable to decode "{path}": {client}' in out
 
 
+def test_a_status_time_that_does_not_parse_is_refused_as_volcanos_decoding_would(tmp_path, capsys):
+    """The API server drops a created job's status, but Volcano's mutating webhook decodes it first."""
+    path = tmp_path / "status.yaml"
+    path.write_text(SEED_TEXT + "status:\n  state:\n    lastTransitionTime: soon\n")
+    code, out, _ = run(capsys, "validate", str(path))
+    assert code == 1
+    assert (f'  - status.state.lastTransitionTime: Invalid value: "soon": parsing time "soon" as '
+            f'"2006-01-02T15:04:05Z07:00": cannot parse "soon" as "2006" ({path}:51)') in out
+    assert "in a cluster Volcano's webhook refuses it first" in out
+
+
 # --- empty and foreign inputs ---------------------------------------------------------------------------
 
 

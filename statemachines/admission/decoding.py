@@ -34,7 +34,7 @@ from __future__ import annotations
 from typing import Any
 
 from statemachines.admission import structural
-from statemachines.admission.fields import FieldError
+from statemachines.admission.fields import FieldError, invalid
 from statemachines.admission.gotime import rfc3339_error
 
 VOLCANO_KINDS: dict[str, frozenset[str]] = {
@@ -226,9 +226,31 @@ def strict_message(kind: str, api_version: str, errors: list[tuple[str, str]]) -
 
 
 def type_errors(obj: dict[str, Any], schema: dict[str, Any]) -> list[FieldError]:
-    """The CRD schema's type errors alone (`must be of type ...`): what Go's typed decoding refuses."""
+    """What Go's typed decoding refuses: the CRD schema's type errors (`must be of type ...`), then times.
+
+    A `format: date-time` string (`status.state.lastTransitionTime`) is a metav1.Time, which
+    Go parses as RFC 3339: `Invalid value: "soon": parsing time "soon" as ...`.
+    """
     body = {k: v for k, v in obj.items() if k != "metadata"}
-    return [e for e in structural.errors(body, schema, "") if _is_type_error(e)]
+    mistyped = [e for e in structural.errors(body, schema, "") if _is_type_error(e)]
+    return mistyped or _time_errors(body, schema)
+
+
+def _time_errors(body: dict[str, Any], schema: dict[str, Any]) -> list[FieldError]:
+    out: list[FieldError] = []
+    stack: list[tuple[str, Any, dict[str, Any]]] = [("", body, schema)]
+    while stack:
+        path, value, sub = stack.pop()
+        if isinstance(value, dict):
+            props = sub.get("properties") or {}
+            stack.extend((f"{path}.{k}" if path else k, v, props[k]) for k, v in reversed(value.items()) if k in props)
+        elif isinstance(value, list) and isinstance(sub.get("items"), dict):
+            stack.extend((f"{path}[{i}]", v, sub["items"]) for i, v in reversed(list(enumerate(value))))
+        elif isinstance(value, str) and sub.get("format") == "date-time":
+            error = rfc3339_error(value)
+            if error:
+                out.append(invalid(path, value, error))
+    return out
 
 
 def _is_type_error(error: FieldError) -> bool:

@@ -137,9 +137,13 @@ def decode_refusal(doc: Document) -> dict[str, Any] | None:
     return None
 
 
-def _refused(result: dict[str, Any], doc: Document, errors: list[Any], message: str) -> dict[str, Any]:
-    """`result` denied by the API server itself (schema, name, types): one problem per field error."""
-    result.update(allowed=False, webhook="", message=message)
+MISTYPED = "the CRD schema's words; in a cluster Volcano's webhook refuses it first, failing to decode it"
+
+
+def _refused(result: dict[str, Any], doc: Document, errors: list[Any], message: str,
+             note: str = "API server: object name and CRD schema") -> dict[str, Any]:
+    """`result` denied by the API server itself (schema, name) or by decoding (types): one problem per field error."""
+    result.update(allowed=False, webhook="", message=message, note=note)
     result["problems"] = [_problem(doc, e.path, e.body()) for e in errors]
     return result
 
@@ -170,7 +174,7 @@ def check(doc: Document, *, queues: QueueIndex, olds: list[Document] | None, gat
         job.setdefault("metadata", {}).setdefault("namespace", "default")
         mistyped = type_errors(job, JOB_SCHEMA)  # Volcano's webhook decodes into Go types before anything else
         if mistyped:
-            return _refused(result, doc, mistyped, schema_message(job, mistyped))
+            return _refused(result, doc, mistyped, schema_message(job, mistyped), MISTYPED)
         if old is None:
             job = mutate_job(job, scheduler_name=scheduler)
         schema = schema_errors(job)
@@ -189,7 +193,7 @@ def check(doc: Document, *, queues: QueueIndex, olds: list[Document] | None, gat
         queue = crd_queue_defaults(doc.obj)
         mistyped = type_errors(queue, QUEUE_SCHEMA)
         if mistyped:
-            return _refused(result, doc, mistyped, schema_message(queue, mistyped, QUEUE_KIND))
+            return _refused(result, doc, mistyped, schema_message(queue, mistyped, QUEUE_KIND), MISTYPED)
         queue = queue if old is not None else apply_patch(queue, queue_patch(queue))
         # The API server's checks, before the validating webhook: the metadata and the CRD schema.
         refused = meta_errors(queue, create=old is None) + queue_schema_errors(queue)
@@ -237,7 +241,7 @@ def _print_text(result: dict[str, Any], skip_unknown: bool) -> None:
     elif webhook:
         click.echo(f'  kubectl would say: admission webhook "{webhook}" denied the request: {result["message"]}')
     else:
-        click.echo(f"  kubectl would say: {result['message']} (API server: object name and CRD schema)")
+        click.echo(f"  kubectl would say: {result['message']} ({result.get('note', 'API server')})")
 
 
 def describe_kinds(docs: list[Document]) -> str:
