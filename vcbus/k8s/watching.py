@@ -62,12 +62,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import json
 import logging
 import queue
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
+
+import msgspec
 
 from vcbus.k8s.apierrors import jittered_backoff
 
@@ -160,13 +161,15 @@ class KubeApiError(Exception):
         return self.body.get("reason") if isinstance(self.body, dict) else None
 
 
+_decode = msgspec.json.Decoder().decode  # JSON as plain dicts and lists (as json.loads gives them)
+
 class GoneError(KubeApiError):
     """410 Gone: the requested resourceVersion is no longer available."""
 
 
 def _error(status: int, raw: bytes, method: str, path: str) -> KubeApiError:
     try:
-        body: Any = json.loads(raw)
+        body: Any = _decode(raw)
     except ValueError:
         body = raw.decode(errors="replace")
     cls = GoneError if status == 410 else KubeApiError
@@ -209,7 +212,7 @@ def api_request(
     if stream:
         return resp.response
     data = resp.read()
-    return json.loads(data) if data else None
+    return _decode(data) if data else None
 
 
 WRITE_KEYS = ("manager", "operation", "time")  # what `write_times` keeps of a managedFields entry
@@ -632,7 +635,7 @@ class ResourceWatcher:
             for line in _iter_lines(resp):
                 if self._stopping.is_set():
                     raise _Stopped()
-                ev = json.loads(line)
+                ev = _decode(line)  # msgspec: several times faster than json on a burst of pods
                 t, obj = ev.get("type"), ev.get("object") or {}
                 if t == "ERROR":
                     code = obj.get("code") or 500
