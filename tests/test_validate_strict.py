@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from statemachines.admission.gotime import rfc3339_error
+from statemachines.admission.mutate import mutate_job
 from statemachines.admission.queues import default_queues
 from statemachines.admission.review import handle
 from tests.test_deploy import kubectl_binary
@@ -393,6 +394,19 @@ def test_invalid_plugin_ports_are_admitted_as_volcano_does_with_a_warning(tmp_pa
     code, out, err = run(capsys, "render", str(path), "-o", "name")
     assert code == 0 and "pod/resnet-dist-train-master-0" in out
     assert err.startswith(f"warning: {path}:4: spec.plugins.")
+
+
+def test_the_webhook_admits_an_invalid_plugin_port_with_a_warning():
+    job = yaml.safe_load(edit("--port=23456", "--port=70000"))
+    job["metadata"]["namespace"] = "default"  # as the API server sends it
+    job = mutate_job(job)  # as the mutating webhook left it
+    review = {"request": {"uid": "u", "operation": "CREATE", "object": job,
+                          "resource": {"group": "batch.volcano.sh", "version": "v1alpha1", "resource": "jobs"}}}
+    answer = handle("/jobs/validate", review, queues=default_queues())["response"]
+    assert answer["allowed"] is True
+    assert answer["warnings"] == [
+        "pytorch plugin: -port=70000 is not a port (1-65535): Volcano admits the job as it is, but the API server will"
+        " refuse its pods (containerPort: Invalid value: 70000: must be between 1 and 65535, inclusive)"]
 
 
 def test_go_rfc3339_parse_errors():

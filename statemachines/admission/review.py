@@ -5,6 +5,11 @@
 Anything it cannot understand (unknown path, no request, a wrong resource, a
 bad object) is answered `allowed: false`, so the webhook fails closed.
 
+An admitted job whose plugin arguments Volcano would log and not use as
+written (an ssh port out of range, which falls back to 22) comes back with
+`warnings`, which kubectl prints as `Warning: ...`
+(`statemachines.admission.plugin_warnings`).
+
 Mutations come back as a base64 JSON Patch with `patchType: JSONPatch`; when
 no operation applies, the response carries no patch (upstream sends the
 literal `null`, which the API server treats the same way).
@@ -30,6 +35,7 @@ from typing import Any
 from statemachines.admission.bounds import DEFAULT_MAX_PODS, object_problems
 from statemachines.admission.decoding import type_errors
 from statemachines.admission.mutate import DEFAULT_SCHEDULER, job_patch
+from statemachines.admission.plugin_warnings import plugin_warnings
 from statemachines.admission.queues import QueueIndex, queue_patch, validate_queue
 from statemachines.admission.schema import JOB_SCHEMA, QUEUE_KIND, QUEUE_SCHEMA, meta_errors, schema_message
 from statemachines.admission.validate import validate_create, validate_update
@@ -55,10 +61,13 @@ def _gvr_text(gvr: tuple[str, str, str]) -> str:
     return f"{gvr[0]}/{gvr[1]}, Resource={gvr[2]}"
 
 
-def _response(uid: str, *, allowed: bool, message: str = "", patch: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def _response(uid: str, *, allowed: bool, message: str = "", patch: list[dict[str, Any]] | None = None,
+              warnings: list[str] | None = None) -> dict[str, Any]:
     response: dict[str, Any] = {"uid": uid, "allowed": allowed}
     if not allowed:
         response["status"] = {"metadata": {}, "message": message}
+    if warnings:
+        response["warnings"] = warnings
     if patch:
         response["patch"] = base64.b64encode(json.dumps(patch, separators=(",", ":")).encode()).decode()
         response["patchType"] = "JSONPatch"
@@ -109,7 +118,8 @@ def handle(path: str, review: Any, *, queues: QueueIndex, settings: Settings | N
                 verdict = validate_update(_object(request, "oldObject", JOBS), job, max_pods=settings.max_pods_per_job)
             else:
                 return _response(uid, allowed=False, message="expect operation to be 'CREATE' or 'UPDATE'")
-            return _response(uid, allowed=verdict.allowed, message=verdict.message)
+            warnings = [text for _, text in plugin_warnings(job)] if verdict.allowed else []
+            return _response(uid, allowed=verdict.allowed, message=verdict.message, warnings=warnings)
         if path == "/queues/mutate":
             queue = _object(request, "object", QUEUES)
             if operation != "CREATE":
