@@ -183,3 +183,47 @@ def test_queue_with_children_cannot_be_deleted(webhook):
 
 def message(err):
     return json.loads(err.body)["message"]
+
+
+def _kubectl_create(k8s, namespace, job, tmp_path):
+    import subprocess
+
+    import yaml
+
+    from tests.test_deploy import kubectl_binary
+
+    path = tmp_path / f"{job['metadata']['name']}.yaml"
+    path.write_text(yaml.safe_dump({**job, "metadata": {**job["metadata"], "namespace": namespace}}))
+    return subprocess.run([kubectl_binary(), "--kubeconfig", str(k8s.kubeconfig), "create", "-f", str(path)],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_kubectl_shows_the_webhooks_warning_for_a_port_volcano_admits(webhook, k8s, tmp_path):
+    from kubernetes import client
+
+    queue = f"q-{webhook['token']}"
+    open_queue(webhook["api"], queue, webhook["token"])
+    create_until_webhook_answers(client.CustomObjectsApi(webhook["api"]), webhook["namespace"], vcjob("ready", queue),
+                                 denied=False)  # our webhooks answer from here on
+    done = _kubectl_create(k8s, webhook["namespace"], vcjob("port", queue, plugins={"pytorch": ["--port=70000"]}),
+                           tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ("Warning: pytorch plugin: -port=70000 is not a port (1-65535): Volcano admits the job as it "
+                           "is, but the API server will refuse its pods (containerPort: Invalid value: 70000: must be "
+                           "between 1 and 65535, inclusive)\n")
+
+
+def test_a_wrong_type_is_refused_by_the_mutating_webhook_naming_field_and_type(webhook, k8s, tmp_path):
+    from kubernetes import client
+
+    queue = f"q-{webhook['token']}"
+    open_queue(webhook["api"], queue, webhook["token"])
+    create_until_webhook_answers(client.CustomObjectsApi(webhook["api"]), webhook["namespace"], vcjob("ready", queue),
+                                 denied=False)
+    job = vcjob("typed", queue)
+    job["spec"]["tasks"][1]["replicas"] = "two"
+    done = _kubectl_create(k8s, webhook["namespace"], job, tmp_path)
+    assert done.returncode == 1
+    assert ('admission webhook "mutatejob.volcano.sh" denied the request: Job.batch.volcano.sh "typed" is invalid: '
+            'spec.tasks[1].replicas: Invalid value: "string": spec.tasks[1].replicas in body must be of type integer: '
+            '"string"') in done.stderr
