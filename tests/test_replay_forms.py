@@ -251,3 +251,16 @@ def test_record_and_replay_help_teach_recording_a_usable_log():
         assert text in replay, text
     top = vcbus("--help").stdout.decode()
     assert "vcbus record -A -o watch.log" in top and "kubectl get vcjob,pods" not in top
+
+
+def test_a_json_array_with_an_element_nested_100000_deep_is_read_up_to_it(tmp_path, recs):
+    # the element's end cannot be found without decoding it: what comes before it is replayed, it is
+    # reported, and the rest of the array is said to be unread (no RecursionError traceback)
+    log = tmp_path / "deep.json"
+    log.write_text("[" + ",".join(json.dumps(r) for r in recs[:3]) + "," + "[" * 100_000 + "]" * 100_000 + "]")
+    res = vcbus("replay", "--json", str(log))
+    err = res.stderr.decode()
+    assert res.returncode == 0, err
+    assert "nested too deeply to decode" in err and "the rest of the JSON array is not read" in err
+    assert "Traceback" not in err
+    assert json.loads(res.stdout)["input"] == {"events": 3, "ignored": 0, "invalid": 1}

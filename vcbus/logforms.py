@@ -325,6 +325,10 @@ def array_values(lines: Iterable[bytes], source: str) -> Iterator[Value]:
         except json.JSONDecodeError as err:  # noqa: PERF203
             yield Value(line, byte, None, f"invalid JSON: {err.msg}", last=not closed)
             return
+        except RecursionError:  # where this element ends is not known: the rest of the array goes with it
+            yield Value(line, byte, None, "nested too deeply to decode (JSON depth limit exceeded); the rest of "
+                        "the JSON array is not read")
+            return
         count += 1
         yield Value(line, byte, obj)
         pos = end
