@@ -58,6 +58,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from typing import Any, Callable
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -523,6 +524,9 @@ def one_round(kind: str, size: dict, tmp: pathlib.Path, volcano_bin: pathlib.Pat
             if spy is not None:
                 spy.send_signal(signal.SIGINT)
                 spy.wait(timeout=60)
+                assert isinstance(system, Vcbus)
+                with urllib.request.urlopen(f"http://{system.metrics}/metrics", timeout=30) as resp:
+                    (profile / f"{workload}-{os.getpid()}-metrics.txt").write_bytes(resp.read())
             rss = round(system.peak_rss_mb(), 1)
             for figures in got.values():
                 figures["peak_rss_mb"] = rss
@@ -561,7 +565,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--vcbus-arg", action="append", default=[], metavar="ARG", help="one more argument for `vcbus up`")
     ap.add_argument("--only", choices=("gang", "small"), help="one workload: gang (W1 and W3) or small (W2)")
     ap.add_argument("--profile", type=pathlib.Path, metavar="DIR",
-                    help="sample `vcbus up` with py-spy over each workload (the thread holding the GIL: where its CPU goes); collapsed stacks into DIR")
+                    help="sample `vcbus up` with py-spy over each workload (the thread holding the GIL: where its CPU goes): "
+                         "collapsed stacks and its /metrics at the end into DIR")
     args = ap.parse_args(argv)
     size = dict(QUICK if args.quick else FULL)
     for key in ("nodes", "jobs", "replicas", "small"):
