@@ -36,6 +36,7 @@ from vcbus.bus import bigrecords
 from vcbus.bus import poison as p
 from vcbus.bus import subjects as s
 from vcbus.bus.publisher import Prepared
+from vcbus.bus.reading import stream_seq
 
 log = logging.getLogger("vcbus.decider")
 
@@ -44,7 +45,7 @@ class Deciding:
     """Deciding one record (live, or refolded without publishing) and the messages it makes."""
 
     async def _handle(self, msg: Msg) -> None:
-        seq = msg.metadata.sequence.stream
+        seq = stream_seq(msg)
         acked = not self.partition.shared(msg.subject)  # shared records come without acks (vcbus.bus.merging)
         if seq <= self.applied:
             if acked:

@@ -53,7 +53,7 @@ from vcbus.bus import subjects as s
 from vcbus.bus.connecting import Bus
 from vcbus.bus.errors import BusError
 from vcbus.bus import statesnap
-from vcbus.bus.reading import read_bucket, read_stream
+from vcbus.bus.reading import read_bucket, read_stream, stream_seq
 from vcbus.bus.streams import last_seq, purge_bucket
 from vcbus.bus.supervising import supervise
 from vcbus.bus.views import BUCKETS, MAX_VALUE, Views  # noqa: F401 - part of this module's interface
@@ -80,7 +80,7 @@ async def fold(bus: Bus, views: Views, *, end_seq: int | None = None) -> None:
     """Fold VCBUS_JOBS after `views.position` (to its current end, or `end_seq`) into `views`."""
     async for batch in read_stream(bus.js, s.JOBS_STREAM, start_seq=views.position + 1, end_seq=end_seq, batch=1024):
         for msg in batch:
-            views.apply(msg.metadata.sequence.stream, msg.data, msg.subject)
+            views.apply(stream_seq(msg), msg.data, msg.subject)
         views.evict_deleted()  # already written by the projector that folded them first
     views.failed.clear()  # reported by the live projector when it first met them
 
@@ -222,7 +222,7 @@ class Projector:
         ):
             if batch:
                 for msg in batch:
-                    job = self.views.apply(msg.metadata.sequence.stream, msg.data, msg.subject)
+                    job = self.views.apply(stream_seq(msg), msg.data, msg.subject)
                     if job is not None:
                         self._dirty.add(job)
                 await self._write_dirty(writer)

@@ -34,6 +34,18 @@ INACTIVE = 120.0  # seconds before the server drops an abandoned reader's consum
 UNAVAILABLE_FOR = 60.0  # seconds of "no responders" (503) a reader outlasts before it gives up
 
 
+def stream_seq(msg: Msg) -> int:
+    """A JetStream message's stream sequence, read from its ack subject (ADR-15: `$JS.ACK.<stream>.<consumer>.
+    <delivered>.<stream seq>...`, 9 tokens, or with domain and account hash before the stream, 12 or more)
+    without building nats-py's whole `metadata` (a dataclass and a datetime per message)."""
+    tokens = (msg.reply or "").split(".")
+    if len(tokens) == 9 and tokens[0] == "$JS":
+        return int(tokens[5])
+    if len(tokens) >= 12 and tokens[0] == "$JS":
+        return int(tokens[7])
+    return msg.metadata.sequence.stream
+
+
 def _config(
     *,
     start_seq: int,

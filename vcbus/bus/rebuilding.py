@@ -22,7 +22,7 @@ from statemachines.engine import Engine
 from vcbus.bus import poison as p
 from vcbus.bus import statesnap
 from vcbus.bus import subjects as s
-from vcbus.bus.reading import read_stream
+from vcbus.bus.reading import read_stream, stream_seq
 
 log = logging.getLogger("vcbus.decider")
 
@@ -68,7 +68,7 @@ class Rebuilding:
             try:
                 async for batch in batches:
                     for msg in batch:
-                        seq = msg.metadata.sequence.stream
+                        seq = stream_seq(msg)
                         if seq not in self.poisoned and self.partition.mine(msg.subject):
                             result = self._decide(seq, msg.subject, msg.data, prepare=False)
                             if isinstance(result, p.Failure):

@@ -62,7 +62,7 @@ from vcbus.bus.batching import BatchWriter
 from vcbus.bus.connecting import Bus
 from vcbus.bus.errors import BusError
 from vcbus.bus.publisher import Prepared
-from vcbus.bus.reading import read_stream
+from vcbus.bus.reading import read_stream, stream_seq
 from vcbus.bus.sessions import PastSession, past_sessions, session_messages
 from vcbus.bus.streams import last_seq
 from vcbus.bus.supervising import supervise
@@ -217,7 +217,7 @@ class SchedulerService:
             self.js, s.K8S_STREAM, start_seq=self.read + 1, follow=True, batch=self.batch, idle=min(IDLE, self.period)
         ):
             for msg in batch:
-                self._fold(msg.metadata.sequence.stream, msg.data, subject=msg.subject)
+                self._fold(stream_seq(msg), msg.data, subject=msg.subject)
             if self._poison_out:
                 await self._report_poison()
             if stop.is_set():
@@ -388,7 +388,7 @@ class SchedulerService:
         found = len(sessions)
         async for batch in read_stream(self.js, s.K8S_STREAM, batch=1024):
             for msg in batch:
-                seq = msg.metadata.sequence.stream
+                seq = stream_seq(msg)
                 while sessions and sessions[0].seq < seq:
                     await self._replay(sessions.popleft(), last=not sessions)
                 self._fold(seq, msg.data, quiet=True, subject=msg.subject)

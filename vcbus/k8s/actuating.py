@@ -73,6 +73,7 @@ from nats.js import api
 from statemachines import outputs as o
 from vcbus.bus import subjects as s
 from vcbus.bus.pulling import Puller
+from vcbus.bus.reading import stream_seq
 from vcbus.k8s.actuator import Actuator
 from vcbus.k8s.ahead import Ahead, index_of
 from vcbus.k8s.apierrors import denied, permission_denied, refused, status_of, unreachable_retry
@@ -263,7 +264,7 @@ class ActuatorService:
     # ------------------------------------------------------------------ admission
 
     def _receive(self, msg: Any) -> None:
-        seq = msg.metadata.sequence.stream
+        seq = stream_seq(msg)
         self._received = max(self._received, seq)
         try:
             cmd = o.command_decoder.decode(msg.data)
