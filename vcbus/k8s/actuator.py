@@ -63,8 +63,8 @@ from vcbus.k8s.ownership import (
     require_owned,
 )
 from vcbus.k8s.scheduler_commands import SchedulerCommands
-from vcbus.k8s.workload_podgroups import WorkloadPodGroups
 from vcbus.k8s.watchcache import WatchCache
+from vcbus.k8s.workload_podgroups import WorkloadPodGroups
 from vcbus.sshkeys import generate_ssh_keypair
 
 log = logging.getLogger("vcbus.actuator")
