@@ -6,7 +6,8 @@ is one log line that says why and when the next one is, `/readyz` reports the
 API server as not reached, and after `--connect-timeout` without ever reaching
 it `vcbus up` stops with exit code 4 (the cluster is unreachable), as a
 controller's pod should, so that its restarts show in `kubectl get pods`. A
-server that answers but refuses the credentials (401, 403) stops it at once.
+server that answers, even with a refusal (401, 403), is reached: the bridge and
+the actuator then say what it refuses, naming the resource.
 Once reached, later outages are the watches' and the actuator's to ride out:
 they retry for as long as it takes.
 """
@@ -21,7 +22,7 @@ from typing import Any, Callable
 from vcbus import backoff, exitcodes
 from vcbus.errors import UserError
 from vcbus.k8s import rawcalls
-from vcbus.k8s.apierrors import denied, permission_denied, transient
+from vcbus.k8s.apierrors import status_of, transient
 
 log = logging.getLogger("vcbus")
 
@@ -41,18 +42,18 @@ def _why(err: BaseException) -> str:
 
 async def reach(api_client: Any, *, timeout: float, stop: asyncio.Event,
                 clock: Callable[[], float] = time.monotonic) -> bool:
-    """Wait until the API server answers `/version`; False if `stop` came first. Raises `UserError`
-    (exit 4) after `timeout` seconds without an answer (0: wait for ever), `PermissionDenied` on 401/403."""
+    """Wait until the API server answers `/version` (any answer but 5xx/429); False if `stop` came first.
+    Raises `UserError` (exit 4) after `timeout` seconds without an answer (0: wait for ever)."""
     host = getattr(getattr(api_client, "configuration", None), "host", "?")
     began, failures = clock(), 0
     while not stop.is_set():
         try:
             await asyncio.to_thread(rawcalls.call, api_client, "GET", "/version")
         except Exception as err:  # noqa: BLE001 - sorted below
-            if denied(err):
-                raise permission_denied(err, component="vcbus up", doing="reading /version") from None
+            if status_of(err) and not transient(err):
+                break  # it answered (401, 403, 404...): reached; what it refuses, the components say themselves
             if not transient(err):
-                raise UserError(f"the API server {host} answered /version with an error: {_why(err)}",
+                raise UserError(f"the API server {host} cannot be asked for /version: {_why(err)}",
                                 exit_code=exitcodes.CLUSTER) from None
             failures += 1
             wait = backoff.delay(failures, INITIAL, MAXIMUM)
@@ -69,7 +70,9 @@ async def reach(api_client: Any, *, timeout: float, stop: asyncio.Event,
             except asyncio.TimeoutError:
                 pass
             continue
-        if failures:
-            log.info("vcbus up: the API server %s is reachable after %d failed tries", host, failures)
-        return True
-    return False
+        break
+    if stop.is_set():
+        return False
+    if failures:
+        log.info("vcbus up: the API server %s is reachable after %d failed tries", host, failures)
+    return True
