@@ -25,7 +25,12 @@ Workloads:
 - W3 failure reaction, on W1's jobs once all run: one pod of each job fails at once (its status set
   Failed, exit code 1, as a kubelet would); the job policy PodFailed -> RestartJob restarts it;
   recovery is the time until all of its pods run again as new pods, per job;
-- W2 small jobs: `small` vcjobs of 1 master + 2 workers (minAvailable 3), created at once.
+- W2 small jobs: `small` vcjobs of 1 master + 2 workers (minAvailable 3), created at once;
+- W4 restarts, on a fresh cluster of `seed_nodes` (10) nodes: the seed job (1 master + 2 workers,
+  PodFailed -> RestartJob) once Running, one worker failed `restarts` times in a row; per restart
+  the time from the failure to the job's Restarting phase (its status polled every 10 ms) and to
+  its three new pods Running (`restart_to_restarting_p50_s`, `restart_to_running_p50_s`);
+- W5 one wide gang: `wide` (50) replicas on those 10 nodes, created to all Running.
 
 Figures per workload and system (medians over `--rounds`, each round alternating the systems):
 `all_running_s` (first create to the last pod Running, seen by a watch of this process),
@@ -70,8 +75,9 @@ from statemachines.scheduler.config import DEFAULT_CONFIG_YAML  # noqa: E402
 from tests import k8s_env, kwok_env  # noqa: E402
 from vcbus.k8s.watching import _iter_lines, api_request  # noqa: E402
 
-FULL = {"nodes": 100, "jobs": 10, "replicas": 100, "small": 300}
-QUICK = {"nodes": 20, "jobs": 4, "replicas": 25, "small": 40}
+FULL = {"nodes": 100, "jobs": 10, "replicas": 100, "small": 300, "seed_nodes": 10, "restarts": 7, "wide": 50}
+QUICK = {"nodes": 20, "jobs": 4, "replicas": 25, "small": 40, "seed_nodes": 10, "restarts": 3, "wide": 50}
+WORKLOADS = ("gang", "small", "seed")
 NODE_CPU, NODE_MEMORY, NODE_PODS = "32", "256Gi", "110"
 DEADLINE = 600.0  # seconds a workload may take before the run is called failed
 VOLCANO_QPS, VOLCANO_BURST = "5000", "10000"  # what Volcano's benchmark installs (benchmark/scripts/install-volcano.sh)
@@ -442,6 +448,52 @@ def run_small(cluster: Cluster, system: System, size: dict) -> dict:
         watch.close()
 
 
+def job_phase(api: Any, name: str) -> tuple[str, int]:
+    status = api_request(api, "GET", f"/apis/batch.volcano.sh/v1alpha1/namespaces/{NS}/jobs/{name}").get("status") or {}
+    return (status.get("state") or {}).get("phase", ""), int(status.get("retryCount") or 0)
+
+
+def run_seed(cluster: Cluster, system: System, size: dict) -> dict:
+    """W4: the seed job (1 master + 2 workers, PodFailed -> RestartJob) restarted `restarts` times, one
+    failed worker each time; W5: one gang of `wide` replicas on the same `seed_nodes` nodes."""
+    watch = PodWatch(cluster.api)
+    try:
+        cpu0 = system.cpu()
+        seed = small_job("seed")
+        seed["spec"]["maxRetry"] = size["restarts"] + 2  # every restart is one retry: none may end the job
+        create_all(cluster.api, [seed])
+        seen = wait_for("the seed job's 3 pods Running", lambda: (r := watch.live_running()) and len(r) >= 3 and r,
+                        check=system.check)
+        to_restarting, to_running = [], []
+        for attempt in range(size["restarts"]):
+            with watch.lock:
+                worker = next(uid for uid in seen if "-worker-" in watch.names[uid])
+            failed_at = time.time()
+            kwok_env.fail_pod(cluster.api, NS, watch.names[worker], exit_code=1)
+            # the phase is polled (every 10 ms) rather than watched: Restarting lasts until the pods are gone
+            restarting = wait_for("the seed job Restarting", lambda: job_phase(cluster.api, "seed") == ("Restarting", attempt)
+                                  or job_phase(cluster.api, "seed")[1] > attempt, every=0.01, check=system.check)
+            if restarting:
+                to_restarting.append(time.time() - failed_at)
+            fresh = wait_for("the seed job running again", lambda: (r := {u: t for u, t in watch.live_running().items()
+                                                                         if u not in seen}) and len(r) >= 3 and r,
+                             check=system.check)
+            to_running.append(max(fresh.values()) - failed_at)
+            seen = fresh
+        w4 = {"restart_to_restarting_p50_s": round(statistics.median(to_restarting), 3),
+              "restart_to_running_p50_s": round(statistics.median(to_running), 3), "cpu_s": round(system.cpu() - cpu0, 2)}
+        cpu0, t0 = system.cpu(), time.time()
+        create_all(cluster.api, [gang_job("wide", size["wide"])])
+        before = set(watch.live_running())
+        running = wait_for(f"{size['wide']} pods of the wide gang Running", lambda: (
+            r := {u: t for u, t in watch.live_running().items() if u not in before}) and len(r) >= size["wide"] and r,
+            check=system.check)
+        w5 = {"all_running_s": round(max(running.values()) - t0, 2), "cpu_s": round(system.cpu() - cpu0, 2)}
+        return {"W4": w4, "W5": w5}
+    finally:
+        watch.close()
+
+
 def run_floor(cluster: Cluster, n: int, concurrency: int) -> dict:
     """The least work: n pods created and bound by bare requests at the actuator's concurrency."""
     watch = PodWatch(cluster.api)
@@ -496,22 +548,23 @@ def start_profile(system: System, into: pathlib.Path) -> subprocess.Popen:
 
 
 def one_round(kind: str, size: dict, tmp: pathlib.Path, volcano_bin: pathlib.Path | None, extra: list[str],
-              concurrency: int, log: Callable[[str], None], workloads: tuple[str, ...] = ("gang", "small"),
+              concurrency: int, log: Callable[[str], None], workloads: tuple[str, ...] = WORKLOADS,
               profile: pathlib.Path | None = None) -> dict:
     """Every workload once on `kind` ("vcbus" or "volcano"), each on a fresh cluster."""
     out: dict = {}
     for workload in workloads:
         work = pathlib.Path(tempfile.mkdtemp(prefix=f"{kind}-{workload}-", dir=tmp))
         crds = k8s_env.CRD_DIR if kind == "vcbus" else volcano_crds(volcano_bin, work / "crds")
-        cluster = Cluster(work, size["nodes"], crds)
+        cluster = Cluster(work, size["seed_nodes"] if workload == "seed" else size["nodes"], crds)
         system: System = Vcbus(work) if kind == "vcbus" else Volcano(work)
         try:
-            if kind == "vcbus":
+            if kind == "vcbus" and workload != "seed":
                 floor = run_floor(cluster, size["jobs"] * size["replicas"] if workload == "gang" else size["small"] * 3,
                                   concurrency)
                 out.setdefault("floor", {})["W1" if workload == "gang" else "W2"] = floor
                 wait_for("the floor's pods gone", lambda: not api_request(
                     cluster.api, "GET", f"/api/v1/namespaces/{NS}/pods")["items"], deadline=120)
+            if kind == "vcbus":
                 system.start(cluster.env.kubeconfig, extra)
             else:
                 assert volcano_bin is not None
@@ -520,7 +573,7 @@ def one_round(kind: str, size: dict, tmp: pathlib.Path, volcano_bin: pathlib.Pat
             spy = None
             if profile is not None and kind == "vcbus":
                 spy = start_profile(system, profile / f"{workload}-{os.getpid()}-{time.time_ns()}.txt")
-            got = run_gang(cluster, system, size) if workload == "gang" else run_small(cluster, system, size)
+            got = {"gang": run_gang, "small": run_small, "seed": run_seed}[workload](cluster, system, size)
             if spy is not None:
                 spy.send_signal(signal.SIGINT)
                 spy.wait(timeout=60)
@@ -563,7 +616,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--small", type=int, help="W2's jobs of 1 master + 2 workers")
     ap.add_argument("--actuator-concurrency", type=int, default=32, help="passed to `vcbus up`; also the floor's")
     ap.add_argument("--vcbus-arg", action="append", default=[], metavar="ARG", help="one more argument for `vcbus up`")
-    ap.add_argument("--only", choices=("gang", "small"), help="one workload: gang (W1 and W3) or small (W2)")
+    ap.add_argument("--only", choices=WORKLOADS, help="one workload: gang (W1 and W3), small (W2) or seed (W4 and W5)")
     ap.add_argument("--profile", type=pathlib.Path, metavar="DIR",
                     help="sample `vcbus up` with py-spy over each workload (the thread holding the GIL: where its CPU goes): "
                          "collapsed stacks and its /metrics at the end into DIR")
@@ -589,13 +642,15 @@ def main(argv: list[str] | None = None) -> int:
                 log(f"round {r + 1}/{args.rounds}: {kind}")
                 results[kind].append(one_round(kind, size, pathlib.Path(tmp), args.volcano_bin, extra,
                                                args.actuator_concurrency, log,
-                                               (args.only,) if args.only else ("gang", "small"), args.profile))
-    keys = ("all_running_s", "bound_per_s", "bound_p50_s", "cpu_s", "recovery_p50_s", "peak_rss_mb")
+                                               (args.only,) if args.only else WORKLOADS, args.profile))
+    keys = ("all_running_s", "bound_per_s", "bound_p50_s", "cpu_s", "recovery_p50_s", "restart_to_restarting_p50_s",
+            "restart_to_running_p50_s", "peak_rss_mb")
+    workloads = ("W1", "W2", "W3", "W4", "W5")
     summary: dict[str, Any] = {"size": size, "rounds": results}
     for kind in kinds:
         summary[kind] = {w: {k: median_of(results[kind], w, k) for k in keys
-                             if any(k in r.get(w, {}) for r in results[kind])} for w in ("W1", "W2", "W3")}
-    floor = {w: median_of([r["floor"] for r in results["vcbus"]], w, "all_running_s") for w in ("W1", "W2")}
+                             if any(k in r.get(w, {}) for r in results[kind])} for w in workloads}
+    floor = {w: median_of([r.get("floor", {}) for r in results["vcbus"]], w, "all_running_s") for w in ("W1", "W2")}
     summary["floor"] = floor
     v = summary["vcbus"]
     summary["floor_ratio"] = {w: round(floor[w] / v[w]["all_running_s"], 3) for w in ("W1", "W2") if v[w]}
@@ -604,20 +659,23 @@ def main(argv: list[str] | None = None) -> int:
         summary["vs_volcano"] = {
             f"{w}_{label}": round(vo[w][key] / v[w][key], 3)
             for w, key, label in (("W1", "all_running_s", "all_running"), ("W2", "all_running_s", "all_running"),
-                                  ("W3", "recovery_p50_s", "recovery_p50")) if v[w] and vo[w]
+                                  ("W3", "recovery_p50_s", "recovery_p50"),
+                                  ("W4", "restart_to_restarting_p50_s", "restarting_p50"),
+                                  ("W4", "restart_to_running_p50_s", "running_again_p50"),
+                                  ("W5", "all_running_s", "all_running")) if v[w] and vo[w]
         }
         summary["vs_volcano"].update({f"{w}_cpu_vcbus_over_volcano": round(v[w]["cpu_s"] / vo[w]["cpu_s"], 2)
-                                      for w in ("W1", "W2", "W3") if v[w] and vo[w]})
-        headline = "W1_all_running" if args.only != "small" else "W2_all_running"
+                                      for w in workloads if v[w] and vo[w]})
+        headline = {"small": "W2_all_running", "seed": "W4_running_again_p50"}.get(args.only, "W1_all_running")
         summary["ratio"] = summary["vs_volcano"][headline]
     else:
-        summary["ratio"] = summary["floor_ratio"]["W1" if args.only != "small" else "W2"]
+        summary["ratio"] = summary["floor_ratio"].get("W2" if args.only == "small" else "W1", float("nan"))
     if args.json:
         print(json.dumps(summary))
     else:
         print(f"\nsize: {size}; medians of {args.rounds} round(s)")
         print(f"{'':24}" + "".join(f"{k:>14}" for k in kinds) + f"{'floor':>14}")
-        for w in ("W1", "W2", "W3"):
+        for w in workloads:
             for k in keys:
                 if k in summary["vcbus"][w]:
                     row = "".join(f"{summary[kind][w].get(k, float('nan')):>14}" for kind in kinds)
