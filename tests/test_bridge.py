@@ -835,3 +835,23 @@ async def test_jobs_are_published_after_the_first_list_of_everything_else(k8s, k
         >= {"Pod", "PodGroup", "Command"}
     assert not [r.short for r in everything[first_job:] if r.kind == "Queue"], "queues listed after the job"
     assert [r.short for r in recs if r.kind == "Job"] == [("ADDED", "Job", "j")]
+
+
+def test_the_observation_time_is_the_wall_clock_second_and_follows_it():
+    """A record's `time` is formatted once a second: it must still be the current second, every second."""
+    import datetime as dt
+
+    from vcbus.k8s.bridge import observed_now
+
+    def wall(second: int) -> str:
+        return dt.datetime.fromtimestamp(second, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    seen = set()
+    deadline = time.monotonic() + 30
+    while len(seen) < 3 and time.monotonic() < deadline:
+        before = int(time.time())
+        text = observed_now()
+        after = int(time.time())
+        assert text in {wall(before), wall(after)}
+        seen.add(text)
+    assert len(seen) == 3, f"the observation time did not follow the clock: {sorted(seen)}"

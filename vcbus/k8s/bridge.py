@@ -60,6 +60,7 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
+import time
 from typing import Any
 
 import msgspec
@@ -92,8 +93,28 @@ def pod_wanted(pod: dict, scheduler_names: tuple[str, ...] = SCHEDULER_NAMES) ->
 _enc = msgspec.json.Encoder()
 
 
-def observed_now() -> str:
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+class _SecondClock:
+    """The bridge's observation time, to the second as Kubernetes writes times: formatted once a second.
+
+    Every watch record gets one; a burst of thousands of pod events in a second shared one string
+    instead of formatting a datetime each (1.5% of `vcbus up`'s samples in the gang benchmark).
+    """
+
+    __slots__ = ("_second", "_text")
+
+    def __init__(self) -> None:
+        self._second = -1
+        self._text = ""
+
+    def __call__(self) -> str:
+        second = int(time.time())
+        if second != self._second:
+            self._second = second
+            self._text = dt.datetime.fromtimestamp(second, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return self._text
+
+
+observed_now = _SecondClock()
 
 
 def position_key(resource: str, namespace: str | None) -> str:
