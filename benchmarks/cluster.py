@@ -537,12 +537,16 @@ def volcano_crds(volcano_bin: pathlib.Path | None, into: pathlib.Path) -> pathli
 
 
 def start_profile(system: System, into: pathlib.Path) -> subprocess.Popen:
-    """py-spy sampling `vcbus up` (its Python threads, native frames left out) into a flame-graph file."""
+    """py-spy sampling `vcbus up` (its Python threads, native frames left out) into a flame-graph file.
+
+    `--nonblocking`: py-spy's default pauses the process for every sample, and at 200 samples a second
+    that more than doubled W1's all-Running time (46 s against 20 s unprofiled). Unpaused samples can
+    be torn now and then, which a profile of where the time goes can afford."""
     spy = shutil.which("py-spy") or str(pathlib.Path(sys.executable).with_name("py-spy"))
     if not os.access(spy, os.X_OK):
         raise SystemExit("cluster: --profile needs py-spy (`.venv/bin/pip install py-spy`)")
     into.parent.mkdir(parents=True, exist_ok=True)
-    return subprocess.Popen([spy, "record", "--pid", str(system.procs[0].pid), "--rate", "200", "--gil", "--format", "raw",
+    return subprocess.Popen([spy, "record", "--pid", str(system.procs[0].pid), "--rate", "200", "--gil", "--nonblocking", "--format", "raw",
                              "--output", str(into)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
 
@@ -619,7 +623,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", choices=WORKLOADS, help="one workload: gang (W1 and W3), small (W2) or seed (W4 and W5)")
     ap.add_argument("--profile", type=pathlib.Path, metavar="DIR",
                     help="sample `vcbus up` with py-spy over each workload (the thread holding the GIL: where its CPU goes): "
-                         "collapsed stacks and its /metrics at the end into DIR")
+                         "collapsed stacks and its /metrics at the end into DIR (a profiled run's timings are not figures)")
     args = ap.parse_args(argv)
     size = dict(QUICK if args.quick else FULL)
     for key in ("nodes", "jobs", "replicas", "small"):
