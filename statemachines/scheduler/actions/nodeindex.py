@@ -23,7 +23,7 @@ nodes the scan would have examined, so the caller records their failures as the 
 
 from __future__ import annotations
 
-from statemachines.scheduler.actions.placement import MIN_NODES_TO_FIND, num_to_find
+from statemachines.scheduler.actions.placement import MIN_NODES_TO_FIND, node_score, num_to_find
 from statemachines.scheduler.framework import Session
 from statemachines.scheduler.resources import EPS
 from statemachines.scheduler.accounting import NodeState
@@ -89,10 +89,7 @@ class NodeIndex:
                 if value - isc.get(name, 0.0) >= EPS:
                     gradient = 0
                     break
-        score = 0.0
-        for fn in self.ssn.scorers:
-            score += fn(task, node)
-        return 1, (gradient, score, -node.index)
+        return 1, (gradient, node_score(self.ssn, task, node), -node.index)
 
     def sync(self) -> None:
         """Re-evaluate the nodes changed since the last use, then their ancestors level by level."""

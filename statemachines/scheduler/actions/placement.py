@@ -191,6 +191,15 @@ def best_node(ssn: Session, task: TaskState, candidates: list[NodeState]) -> Nod
     return None
 
 
+def node_score(ssn: Session, task: TaskState, node: NodeState) -> float:
+    """The task's per-node score on `node`: the plugins' node orders summed (Volcano's one
+    PrioritizeNodes, `pkg/scheduler/util/scheduler_helper.go`); the batch scores are added apart."""
+    score = 0.0
+    for fn in ssn.scorers:
+        score += fn(task, node)
+    return score
+
+
 def batch_scores(ssn: Session, task: TaskState, nodes: list[NodeState]) -> list[float] | None:
     """The scores normalized over the candidate nodes (kube-scheduler's NormalizeScore, Volcano's
     BatchNodeOrder), summed per node; None when none applies to this task."""
@@ -219,9 +228,7 @@ def _highest(ssn: Session, task: TaskState, nodes: list[NodeState]) -> NodeState
         if entry is not None and entry[0] == node.version:
             score = entry[1]
         else:
-            score = 0.0
-            for fn in scorers:
-                score += fn(task, node)
+            score = node_score(ssn, task, node)
             cache[node.index] = (node.version, score)
         if extra is not None:
             score += extra[i]
@@ -236,9 +243,9 @@ def score_nodes(ssn: Session, task: TaskState, nodes: list[NodeState]) -> list[t
     out = []
     extra = batch_scores(ssn, task, nodes)
     for i, node in enumerate(nodes):
-        score = 0.0 if extra is None else extra[i]
-        for fn in ssn.scorers:
-            score += fn(task, node)
+        score = node_score(ssn, task, node)
+        if extra is not None:
+            score += extra[i]
         out.append((score, node))
     out.sort(key=lambda pair: (-pair[0], pair[1].name))
     return out

@@ -71,43 +71,11 @@ def combined(least: int, balanced: int):
     """One scorer for both (the hot loop calls one function per node)."""
 
     def score(task: TaskState, node: NodeState) -> float:
-        alloc = node.alloc
-        fact = task.fact
-        req = task.req
         total = 0.0
-        cap_cpu = int(alloc.cpu)
-        cap_mem = int(alloc.mem)
         if least:
-            s = w = 0
-            if cap_cpu:
-                r = int(node.nz_cpu + fact.nz_cpu)
-                s += 50 * ((cap_cpu - r) * MAX_SCORE // cap_cpu if r <= cap_cpu else 0)
-                w += 50
-            if cap_mem:
-                r = int(node.nz_mem + fact.nz_mem)
-                s += 50 * ((cap_mem - r) * MAX_SCORE // cap_mem if r <= cap_mem else 0)
-                w += 50
-            if w:
-                total += (s // w) * least
+            total += least_allocated(task, node) * least
         if balanced:
-            pod_gpu = req.sc.get(GPU, 0.0)
-            if pod_gpu:
-                total += balanced_allocation(task, node) * balanced
-            else:
-                fractions = 0
-                f1 = f2 = 0.0
-                if cap_cpu:
-                    f1 = (node.rq_cpu + req.cpu) / cap_cpu
-                    if f1 > 1.0:
-                        f1 = 1.0
-                    fractions += 1
-                if cap_mem:
-                    f2 = (node.rq_mem + req.mem) / cap_mem
-                    if f2 > 1.0:
-                        f2 = 1.0
-                    fractions += 1
-                std = abs((f1 - f2) / 2) if fractions == 2 else 0.0
-                total += int((1 - std) * MAX_SCORE) * balanced
+            total += balanced_allocation(task, node) * balanced
         return total
 
     return score
