@@ -58,7 +58,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
 import logging
 import time
 from typing import Any
@@ -66,6 +65,7 @@ from typing import Any
 import msgspec
 from nats.js.errors import KeyNotFoundError
 
+from statemachines.model import timefmt
 from statemachines.model.records import decode
 from vcbus.bus.publisher import Publisher, prepare
 from vcbus.k8s import positions
@@ -110,7 +110,7 @@ class _SecondClock:
         second = int(time.time())
         if second != self._second:
             self._second = second
-            self._text = dt.datetime.fromtimestamp(second, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            self._text = timefmt.fmt(second)
         return self._text
 
 
