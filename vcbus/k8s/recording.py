@@ -15,7 +15,7 @@ order etcd wrote the changes in (all kinds share its revision counter):
    (`vcbus.logmarks.initial_list_marks`: the format's version before, the API
    server's own end-of-initial-events mark after), so a replay folds the list
    whole before it decides. Errors here (no cluster, 403, a kind the server does not
-   serve) raise `UserError`: nothing is written.
+   serve) raise `UserError` with exit code 4 (the cluster is unavailable): nothing is written.
 2. **The watches** (`vcbus.k8s.watching.ResourceWatcher`, one thread each, all
    from R: reconnects, bookmarks and relists on 410 Gone are its business)
    feed one queue. A record is written once it is the lowest resourceVersion
@@ -46,6 +46,7 @@ from typing import Any, Callable
 import msgspec
 import urllib3
 
+from vcbus import exitcodes
 from vcbus.errors import UserError
 from vcbus.logmarks import initial_list_marks
 from vcbus.k8s.redaction import redact_job
@@ -178,7 +179,8 @@ class Recorder:
                 raise self._error(rk, err2) from None
         except (urllib3.exceptions.HTTPError, OSError) as err:
             host = getattr(getattr(self.api, "configuration", None), "host", "the API server")
-            raise UserError(f"cannot reach the Kubernetes API server at {host}: {_reason(err)}") from None
+            raise UserError(f"cannot reach the Kubernetes API server at {host}: {_reason(err)}",
+                            exit_code=exitcodes.CLUSTER) from None
 
     def _list_at(self, rk: ResourceKind, revision: str | None) -> tuple[list[dict], str]:
         items: list[dict] = []
@@ -204,11 +206,13 @@ class Recorder:
         if err.status == 404:
             return UserError(
                 f"cannot list {rk.name}: the API server does not serve {rk.api_version} {rk.plural} "
-                f"(are Volcano's CRDs installed? see deploy/crds); leave it out with --kind"
+                f"(are Volcano's CRDs installed? see deploy/crds); leave it out with --kind",
+                exit_code=exitcodes.CLUSTER,
             )
         if err.status in (401, 403):
-            return UserError(f"cannot list {rk.name} {where}: HTTP {err.status} {body.get('reason') or ''}: {message}")
-        return UserError(f"cannot list {rk.name} {where}: HTTP {err.status}: {message}")
+            return UserError(f"cannot list {rk.name} {where}: HTTP {err.status} {body.get('reason') or ''}: {message}",
+                             exit_code=exitcodes.CLUSTER)
+        return UserError(f"cannot list {rk.name} {where}: HTTP {err.status}: {message}", exit_code=exitcodes.CLUSTER)
 
     # ------------------------------------------------------------------ 2. the watches
 
