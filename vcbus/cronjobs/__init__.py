@@ -1,0 +1,1 @@
+"""The CronJob adapter's parts: time zones read from the system tz database into data (`zonedata`)."""
