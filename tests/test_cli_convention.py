@@ -44,7 +44,6 @@ NO_OBJECTS = {
     "projections rebuild": "an action; prints what it rebuilt",
     "projections verify": "a check; prints differences",
     "bus repartition": "an action; prints what it copied",
-    "replay": "a report with its own JSON contract (`--json`, docs/replay.md), not objects; owner R busy this session",
 }
 O_IS_A_FILE = {
     "log export": "writes a watch log (NDJSON records, not objects); -o FILE as before issue 13",
@@ -56,6 +55,7 @@ NO_NAME = {  # -o without `name`: what they print has no name of its own
     "projections history": "one job's history entry (the job is the argument)",
     "validate": "findings about the files, not objects",
     "divergences": "rows are divergences (job, record, field), which have no name of their own",
+    "replay": "one report of a log's jobs (the `--json` contract, docs/replay.md), not objects",
 }
 NO_WIDE = {  # -o without `wide`: the default is not a table
     "render": "the default is the YAML manifests",
@@ -65,10 +65,9 @@ NO_WIDE = {  # -o without `wide`: the default is not a table
     "why-pending": "the default is text",
     "projections history": "the default is the stored JSON",
     "validate": "the default is text findings",
+    "replay": "the default is the text report (timelines and final statuses)",
 }
-NO_YAML = {
-    "validate": "text or json findings (a machine reading uses json)",
-}
+NO_YAML: dict[str, str] = {}
 SINGLE_NAMESPACE = {  # -n without -A: one object, or one namespace to write into
     "job delete", "job suspend", "job resume", "job view", "job run", "render",
 }
@@ -110,7 +109,7 @@ def test_output_is_kubectls_format_option(path):
         return
     if out is None:
         assert path in NO_OBJECTS, f"`vcbus {path}` prints objects without -o json|yaml|wide|name: add -o (or allow-list it)"
-        assert as_json is None or path == "replay", f"`vcbus {path}`: --json without -o"
+        assert as_json is None, f"`vcbus {path}`: --json without -o"
         return
     assert path not in NO_OBJECTS, f"`vcbus {path}` has -o: take it off NO_OBJECTS"
     assert out.opts == ["-o", "--output"], f"`vcbus {path}`: -o/--output as kubectl"

@@ -11,6 +11,7 @@ import click
 import msgspec
 
 from vcbus import exitcodes
+from vcbus.cli.output import chosen, output_options
 from vcbus.errors import UserError
 from vcbus.settings import auth_options
 from vcbus.replaying import Until, replay_inputs
@@ -50,6 +51,7 @@ Examples:
   vcbus replay watch.log --compare                         # where Volcano decided otherwise
   vcbus replay watch.log --html timeline.html              # a page to open in a browser
   vcbus replay watch.log --json | jq '.jobs[].status.state.phase'
+  vcbus replay watch.log -o yaml                           # the same document as YAML
   vcbus replay --nats --job default/resnet-dist-train        # the bus's log (same output as its export)
 
 Bad records (invalid JSON, a vcjob without namespace, a record the engine
@@ -115,6 +117,8 @@ def warn(message: str) -> None:
 @click.option("--explain", is_flag=True, help="For each action, which policy matched and why the others did not.")
 @click.option("--compare", is_flag=True, help="List where the recorded phase/retryCount differs from vcbus's.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document (a stable contract, docs/replay.md).")
+@output_options(("json", "yaml"), json_alias=False, default_help="the text report; json: the same as --json, "
+                "yaml: that document as YAML")
 @click.option(
     "--strict", is_flag=True, help="Stop with exit 2 at the first bad record (default: report each on stderr, go on)."
 )
@@ -132,12 +136,14 @@ def replay(
     explain: bool,
     compare: bool,
     as_json: bool,
+    fmt: str | None,
     skip_invalid: bool,
     all_actions: bool,
     strict: bool = False,
     html: str | None = None,
 ) -> int:
     job_key = _job_option(job)
+    form = chosen(fmt, as_json)  # json or yaml: one document (the report), never the live rows
     if strict and skip_invalid:
         raise UserError("give --strict (stop at the first bad record) or --skip-invalid (the default), not both")
     if html is not None and (nats is not None or follow or "-" in files):
@@ -171,7 +177,7 @@ def replay(
         streams.extend(open_input(f) for f in files)
 
     reading_stdin = len(files) == 1 and files[0] == "-" and not _redirected()
-    live = (follow or reading_stdin) and not as_json
+    live = (follow or reading_stdin) and form is None
     timeline = None
     if live:
         from vcbus.cli.live import LiveTimeline
@@ -219,7 +225,12 @@ def replay(
         from vcbus.replay_html import write_html
 
         click.echo(f"timeline page: {write_html(html, files, result, report, until=stop)}", err=True)
-    if as_json:
+    if form == "yaml":
+        import yaml
+
+        dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+        yaml.dump(msgspec.to_builtins(report), sys.stdout, Dumper=dumper, sort_keys=False, allow_unicode=True)
+    elif form == "json":
         sys.stdout.buffer.write(msgspec.json.format(msgspec.json.encode(report), indent=2) + b"\n")
     else:
         from vcbus.cli.timeline import print_report

@@ -276,7 +276,8 @@ def nothing_to_check(files: tuple[str, ...], docs: list[Document]) -> UserError:
               help="Deny a job whose tasks ask for more pods than this in all (a vcbus bound; the webhook's flag of the same name).")
 @click.option("--skip-unknown", is_flag=True,
               help="Pass over objects of kinds vcbus does not check (Deployments, ConfigMaps...) instead of failing (exit 2).")
-@click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("-o", "--output", type=click.Choice(["text", "json", "yaml"]), default="text", show_default=True,
+              help="The findings as text, or as a JSON or YAML list (one entry per object, the same either way).")
 def validate_command(files: tuple[str, ...], queue_files: tuple[str, ...], old_files: tuple[str, ...],
                      feature_gates: tuple[str, ...], scheduler_name: str, max_pods: int, skip_unknown: bool,
                      output: str) -> None:
@@ -302,6 +303,7 @@ def validate_command(files: tuple[str, ...], queue_files: tuple[str, ...], old_f
       vcbus validate job.yaml --feature-gates PodLevelResources=false
       kubectl get vcjob my-job -o yaml | vcbus validate -
       vcbus validate --skip-unknown app.yaml                # a file that also holds Deployments, Services...
+      vcbus validate job.yaml -o yaml                       # the findings as YAML (or -o json)
     """
     docs: list[Document] = []
     for name in files:  # as `kubectl apply -f`, every file must hold an object
@@ -318,6 +320,10 @@ def validate_command(files: tuple[str, ...], queue_files: tuple[str, ...], old_f
         raise nothing_to_check(files, docs)
     if output == "json":
         click.echo(json.dumps(results, indent=2, ensure_ascii=False))
+    elif output == "yaml":
+        import yaml
+
+        click.echo(yaml.safe_dump(results, sort_keys=False, allow_unicode=True), nl=False)
     else:
         for result in results:
             _print_text(result, skip_unknown)
