@@ -181,30 +181,38 @@ def view_command(name: str, namespace: str | None, fmt: str | None, kubeconfig: 
     click.echo(describe(obj, events.get("items") or []), nl=False)
 
 
-def _command(action: str, name: str, namespace: str | None, kubeconfig: str | None, context: str | None) -> None:
+def _command(action: str, name: str, namespace: str | None, kubeconfig: str | None, context: str | None,
+             fmt: str | None = None) -> None:
     cluster = Cluster(kubeconfig, context)
     target = _get_job(cluster, name, namespace)
     ns = target["metadata"]["namespace"]
     cmd = cluster.request("POST", COMMANDS, verb="create", namespace=ns, body=command_object(target, action, ns))
+    if fmt is not None:  # the created Command, as `kubectl create -o`
+        emit([cmd], fmt, single=True, rk=COMMANDS, table=lambda objs: [])
+        return
     click.echo(f"command.bus.volcano.sh/{cmd['metadata']['name']} created: {action} job {ns}/{target['metadata']['name']}")
 
 
 @job.command("suspend")
 @click.argument("name", metavar="NS/NAME")
 @click.option("-n", "--namespace", metavar="NS", help="The job's namespace when NAME has none.")
+@output_option(("json", "yaml", "name"))
 @cluster_options
-def suspend_command(name: str, namespace: str | None, kubeconfig: str | None, context: str | None) -> None:
+def suspend_command(name: str, namespace: str | None, fmt: str | None, kubeconfig: str | None,
+                  context: str | None) -> None:
     """Abort a vcjob: create an AbortJob Command for it (vcctl job suspend)."""
-    _command("AbortJob", name, namespace, kubeconfig, context)
+    _command("AbortJob", name, namespace, kubeconfig, context, fmt)
 
 
 @job.command("resume")
 @click.argument("name", metavar="NS/NAME")
 @click.option("-n", "--namespace", metavar="NS", help="The job's namespace when NAME has none.")
+@output_option(("json", "yaml", "name"))
 @cluster_options
-def resume_command(name: str, namespace: str | None, kubeconfig: str | None, context: str | None) -> None:
+def resume_command(name: str, namespace: str | None, fmt: str | None, kubeconfig: str | None,
+                  context: str | None) -> None:
     """Resume an aborted vcjob: create a ResumeJob Command for it (vcctl job resume)."""
-    _command("ResumeJob", name, namespace, kubeconfig, context)
+    _command("ResumeJob", name, namespace, kubeconfig, context, fmt)
 
 
 @job.command("delete")

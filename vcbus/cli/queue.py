@@ -110,26 +110,31 @@ def get_command(name: str, fmt: str | None, kubeconfig: str | None, context: str
     emit([obj], fmt, single=True, rk=QUEUES, table=lambda objs: queue_rows(objs, counts, wide=fmt == "wide"))
 
 
-def _operate(action: str, name: str, kubeconfig: str | None, context: str | None) -> None:
+def _operate(action: str, name: str, kubeconfig: str | None, context: str | None, fmt: str | None = None) -> None:
     cluster = Cluster(kubeconfig, context)
     target = _clean(cluster.request("GET", QUEUES, verb="get", name=name))
     cmd = cluster.request("POST", COMMANDS, verb="create", namespace=COMMAND_NAMESPACE,
                           body=command_object(target, action, COMMAND_NAMESPACE))
+    if fmt is not None:  # the created Command, as `kubectl create -o`
+        emit([cmd], fmt, single=True, rk=COMMANDS, table=lambda objs: [])
+        return
     click.echo(f"command.bus.volcano.sh/{cmd['metadata']['name']} created in namespace {COMMAND_NAMESPACE}: "
                f"{action} queue {name}")
 
 
 @queue.command("open")
 @click.argument("name")
+@output_option(("json", "yaml", "name"))
 @cluster_options
-def open_command(name: str, kubeconfig: str | None, context: str | None) -> None:
+def open_command(name: str, fmt: str | None, kubeconfig: str | None, context: str | None) -> None:
     """Open a queue: create an OpenQueue Command for it (vcctl queue operate -a open)."""
-    _operate("OpenQueue", name, kubeconfig, context)
+    _operate("OpenQueue", name, kubeconfig, context, fmt)
 
 
 @queue.command("close")
 @click.argument("name")
+@output_option(("json", "yaml", "name"))
 @cluster_options
-def close_command(name: str, kubeconfig: str | None, context: str | None) -> None:
+def close_command(name: str, fmt: str | None, kubeconfig: str | None, context: str | None) -> None:
     """Close a queue: create a CloseQueue Command for it (vcctl queue operate -a close)."""
-    _operate("CloseQueue", name, kubeconfig, context)
+    _operate("CloseQueue", name, kubeconfig, context, fmt)
