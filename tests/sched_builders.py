@@ -197,6 +197,14 @@ class Cluster:
             self.cache.apply_outputs(result.outputs)
         return result
 
+    def indexed_and_scanned(self) -> tuple[SessionResult, SessionResult]:
+        """One session on the current snapshot with the node index and one scanning every node."""
+        snapshot = self.cache.snapshot()
+        fast = run_session(snapshot, self.config, seq=1, number=1, time="t")
+        slow = run_session(snapshot, self.config, seq=1, number=1, time="t", index_nodes=False)
+        assert [(b.name, b.node) for b in fast.binds] == [(b.name, b.node) for b in slow.binds]
+        return fast, slow
+
     def land_binds(self, result: SessionResult, phase: str = "Pending") -> None:
         """What the actuator and kubelet would do: the bound pods show their node."""
         for bind in result.binds:

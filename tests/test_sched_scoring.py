@@ -144,18 +144,12 @@ def test_preferred_node_affinity_and_prefer_no_schedule_scores(nodes, pod_args, 
 
 
 def test_batch_scored_tasks_choose_as_the_scan_and_the_index_would():
-    from statemachines.scheduler.session import run_session
-
     objects = [queue(), *(node(f"n{i}", labels={"zone": "abc"[i % 3]}, taints=[PREFER] if i % 4 == 0 else None)
                           for i in range(12))]
     for j in range(8):
         kw = {"affinity": preferred((3, {"zone": "c"}))} if j % 2 else {}
         objects += [podgroup(f"j{j}", 2, phase="Inqueue")] + [pod(f"j{j}-w-{i}", f"j{j}", role="w", **kw)
                                                               for i in range(2)]
-    cluster = Cluster(*objects)
-    snapshot = cluster.cache.snapshot()
-    fast = run_session(snapshot, cluster.config, seq=1, number=1, time="t")
-    slow = run_session(snapshot, cluster.config, seq=1, number=1, time="t", index_nodes=False)
-    assert [(b.name, b.node) for b in fast.binds] == [(b.name, b.node) for b in slow.binds]
+    fast, _ = Cluster(*objects).indexed_and_scanned()
     assert len(fast.binds) == 16
     assert all(int(b.node[1:]) % 4 for b in fast.binds)  # no pod on a PreferNoSchedule node while others fit

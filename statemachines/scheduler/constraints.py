@@ -1,6 +1,7 @@
 """What a pod asks of the pods around it: required pod affinity and anti-affinity, hard topology
-spread constraints and host ports, compiled once per pod record; and the first field that
-affects placement but that vcbus's scheduler does not evaluate.
+spread constraints and host ports (filters); preferred pod affinity and anti-affinity and
+ScheduleAnyway spread constraints (nodeorder's scores), compiled once per pod record; and the
+first field that affects placement but that vcbus's scheduler does not evaluate.
 
 The shapes follow kube-scheduler's (`pkg/scheduler/framework/types.go` AffinityTerm,
 `plugins/podtopologyspread/common.go` topologySpreadConstraint, `plugins/nodeports`): a
@@ -18,7 +19,7 @@ from statemachines.scheduler.model import PENDING
 
 
 class Term:
-    """One required pod (anti-)affinity term."""
+    """One pod (anti-)affinity term."""
 
     __slots__ = ("namespaces", "selector", "topology_key", "key")
 
@@ -35,7 +36,7 @@ class Term:
 
 
 class Spread:
-    """One topology spread constraint with whenUnsatisfiable DoNotSchedule."""
+    """One topology spread constraint (DoNotSchedule: a filter, ScheduleAnyway: a score)."""
 
     __slots__ = ("max_skew", "topology_key", "selector", "min_domains", "honor_affinity", "honor_taints", "key")
 
@@ -52,23 +53,28 @@ class Spread:
 class Constraints:
     """The pod's inter-pod constraints (None on the task when it has none)."""
 
-    __slots__ = ("affinity", "anti", "spread", "ports")
+    __slots__ = ("affinity", "anti", "spread", "ports", "preferred", "soft_spread", "filtered")
 
     def __init__(self, affinity: tuple[Term, ...], anti: tuple[Term, ...], spread: tuple[Spread, ...],
-                 ports: tuple[tuple[str, str, int], ...]) -> None:
+                 ports: tuple[tuple[str, str, int], ...], preferred: tuple[tuple[int, Term], ...] = (),
+                 soft_spread: tuple[Spread, ...] = ()) -> None:
         self.affinity = affinity
         self.anti = anti
         self.spread = spread
         self.ports = ports  # (hostIP, protocol, hostPort)
+        # preferred terms as (weight, term): affinity's weights positive, anti-affinity's negated
+        self.preferred = preferred
+        self.soft_spread = soft_spread  # whenUnsatisfiable ScheduleAnyway
+        self.filtered = bool(affinity or anti or spread or ports)  # a filter applies (not only scores)
 
 
 def _terms(raw: list[o.PodAffinityTerm] | None, namespace: str, labels: dict[str, str], where: str,
-           problems: list[str]) -> tuple[Term, ...]:
+           problems: list[str], inner: str = "") -> tuple[Term, ...]:
     out = []
     for i, term in enumerate(raw or ()):
         ns_selector = term.namespace_selector
         if ns_selector is not None and (ns_selector.match_labels or ns_selector.match_expressions):
-            problems.append(f"{where}[{i}].namespaceSelector")
+            problems.append(f"{where}[{i}]{inner}.namespaceSelector")
         if ns_selector is not None:
             namespaces = None  # an empty namespaceSelector: every namespace
         else:
@@ -112,24 +118,30 @@ def compile_constraints(spec: o.PodSpec, namespace: str, labels: dict[str, str])
     pod_anti = affinity.pod_anti_affinity if affinity else None
     base = "spec.affinity"
     required = "requiredDuringSchedulingIgnoredDuringExecution"
+    preferred = "preferredDuringSchedulingIgnoredDuringExecution"
     aff_terms = anti_terms = ()
-    if pod_aff is not None:
-        aff_terms = _terms(pod_aff.required_during_scheduling_ignored_during_execution, namespace, labels,
-                           f"{base}.podAffinity.{required}", problems)
-        if pod_aff.preferred_during_scheduling_ignored_during_execution:
-            problems.append(f"{base}.podAffinity.preferredDuringSchedulingIgnoredDuringExecution")
-    if pod_anti is not None:
-        anti_terms = _terms(pod_anti.required_during_scheduling_ignored_during_execution, namespace, labels,
-                            f"{base}.podAntiAffinity.{required}", problems)
-        if pod_anti.preferred_during_scheduling_ignored_during_execution:
-            problems.append(f"{base}.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution")
+    soft: list[tuple[int, Term]] = []
+    for raw, name, sign in ((pod_aff, "podAffinity", 1), (pod_anti, "podAntiAffinity", -1)):
+        if raw is None:
+            continue
+        hard = _terms(raw.required_during_scheduling_ignored_during_execution, namespace, labels,
+                      f"{base}.{name}.{required}", problems)
+        if sign > 0:
+            aff_terms = hard
+        else:
+            anti_terms = hard
+        weighted = raw.preferred_during_scheduling_ignored_during_execution or ()
+        terms = _terms([w.pod_affinity_term for w in weighted], namespace, labels, f"{base}.{name}.{preferred}",
+                       problems, ".podAffinityTerm")
+        soft.extend((sign * w.weight, term) for w, term in zip(weighted, terms) if w.weight)
     spread = []
+    soft_spread = []
     for i, c in enumerate(spec.topology_spread_constraints or ()):
-        if c.when_unsatisfiable != "DoNotSchedule":
+        if c.when_unsatisfiable not in ("DoNotSchedule", "ScheduleAnyway"):
             problems.append(f"spec.topologySpreadConstraints[{i}].whenUnsatisfiable: {c.when_unsatisfiable}")
             continue
         selector = with_label_keys(compile_selector(c.label_selector), labels, c.match_label_keys, "In")
-        spread.append(Spread(c, selector))
+        (spread if c.when_unsatisfiable == "DoNotSchedule" else soft_spread).append(Spread(c, selector))
     for i, v in enumerate(spec.volumes or ()):
         if v.persistent_volume_claim is not None:
             problems.append(f"spec.volumes[{i}].persistentVolumeClaim")
@@ -141,6 +153,6 @@ def compile_constraints(spec: o.PodSpec, namespace: str, labels: dict[str, str])
         problems.append("spec.resources.requests")
     ports = host_ports(spec)
     constraints = None
-    if aff_terms or anti_terms or spread or ports:
-        constraints = Constraints(aff_terms, anti_terms, tuple(spread), ports)
+    if aff_terms or anti_terms or spread or ports or soft or soft_spread:
+        constraints = Constraints(aff_terms, anti_terms, tuple(spread), ports, tuple(soft), tuple(soft_spread))
     return constraints, problems[0] if problems else ""

@@ -74,6 +74,7 @@ class Session:
         self.filters = None  # predicates.Filters when the predicates plugin is on
         self.check_pod_count = False
         self.dynamic = None  # predicates.Dynamic: the filters that depend on the pods placed so far
+        self.pod_indexes = None  # predicates.PodIndexes: the placed pods' counts (filters and scores)
         self.node_facts: list = []  # NodeFact per node index (static predicate input)
         self.scorers: list[Callable[[TaskState, NodeState], float]] = []
         self.score_cache: dict[tuple, dict[int, tuple[int, float]]] = {}

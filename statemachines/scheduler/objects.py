@@ -186,11 +186,16 @@ class PodAffinityTerm(Struct, frozen=True, rename="camel", gc=False):
     mismatch_label_keys: list[str] | None = None
 
 
+class WeightedPodAffinityTerm(Struct, frozen=True, rename="camel", gc=False):
+    weight: int = 0
+    pod_affinity_term: PodAffinityTerm = PodAffinityTerm()
+
+
 class PodAffinity(Struct, frozen=True, rename="camel", gc=False):
     """Pod affinity or anti-affinity (the same shape)."""
 
     required_during_scheduling_ignored_during_execution: list[PodAffinityTerm] | None = None
-    preferred_during_scheduling_ignored_during_execution: list[Any] | None = None
+    preferred_during_scheduling_ignored_during_execution: list[WeightedPodAffinityTerm] | None = None
 
 
 class Affinity(Struct, frozen=True, rename="camel", gc=False):

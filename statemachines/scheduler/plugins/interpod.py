@@ -1,15 +1,16 @@
-"""InterPodAffinity's filter (kube-scheduler `pkg/scheduler/framework/plugins/interpodaffinity/filtering.go`),
-over the session's pods: those on nodes at open and those placed since (allocated or pipelined),
-so tasks placed earlier in the session, of the same gang or another, count at once.
+"""InterPodAffinity's filter (kube-scheduler `pkg/scheduler/framework/plugins/interpodaffinity/filtering.go`)
+and the counts its score reads (`scoring.go`; nodeorder normalizes them), over the session's pods:
+those on nodes at open and those placed since (allocated or pipelined), so tasks placed earlier
+in the session, of the same gang or another, count at once.
 
 A pod counts while it is on a node and not being deleted (a pod the session evicts stops
 counting, as Volcano's DeallocateFunc removes it from the node's pods). Counts are kept
-incrementally: per distinct required term set of an incoming pod, the pods matching it per
-(topology key, value) of their nodes; per distinct anti-affinity term of a placed pod, where
-its holders are. Terms are bucketed by a label every match must carry, so placing a pod
-touches only the terms it could match. The three checks and their statuses are kube-scheduler's:
-affinity (UnschedulableAndUnresolvable), the pod's anti-affinity and the existing pods'
-anti-affinity (Unschedulable).
+incrementally: per distinct required term set (or preferred term) of an incoming pod, the pods
+matching it per (topology key, value) of their nodes; per distinct anti-affinity term, and per
+distinct weighted preferred term, of a placed pod, where its holders are. Terms are bucketed by
+a label every match must carry, so placing a pod touches only the terms it could match. The
+three checks and their statuses are kube-scheduler's: affinity (UnschedulableAndUnresolvable),
+the pod's anti-affinity and the existing pods' anti-affinity (Unschedulable).
 """
 
 from __future__ import annotations
@@ -128,6 +129,8 @@ class InterPod:
         self.count_buckets = Buckets()
         self.holders: dict[tuple, Counts] = {}  # anti-affinity term key -> where its holders are
         self.holder_buckets = Buckets()
+        self.soft_holders: dict[tuple, tuple[int, Counts]] = {}  # (weight, preferred term key) -> the same
+        self.soft_buckets = Buckets()
         nodes = ssn.nodes
         for task in placed.all.values():
             self._holder(task, nodes[task.node].fact.labels, 1)
@@ -147,7 +150,7 @@ class InterPod:
 
     def _holder(self, task, labels: dict[str, str], delta: int) -> None:
         constraints = task.fact.constraints
-        if constraints is None or not constraints.anti:
+        if constraints is None:
             return
         for term in constraints.anti:
             holder = self.holders.get(term.key)
@@ -155,6 +158,13 @@ class InterPod:
                 holder = self.holders[term.key] = Counts((term,))
                 self.holder_buckets.add(term.selector, holder)
             holder.add(labels, delta)
+        for weight, term in constraints.preferred:
+            key = (weight, term.key)
+            soft = self.soft_holders.get(key)
+            if soft is None:
+                soft = self.soft_holders[key] = (weight, Counts((term,)))
+                self.soft_buckets.add(term.selector, soft)
+            soft[1].add(labels, delta)
 
     def changed(self, task, delta: int) -> None:
         """A task was placed on (+1) or left (-1) its node (`task.node`)."""
@@ -174,6 +184,36 @@ class InterPod:
         for holder in self.holder_buckets.candidates(fact.labels):
             if holder.pairs and holder.matches(fact):
                 out.extend(holder.pairs)
+        return out
+
+    def scored(self, fact) -> bool:
+        """Whether InterPodAffinity's score can tell nodes apart for this pod: it has preferred terms,
+        or a placed pod's preferred term matches it."""
+        constraints = fact.constraints
+        if constraints is not None and constraints.preferred:
+            return True
+        if not self.soft_buckets:
+            return False
+        for _, holder in self.soft_buckets.candidates(fact.labels):
+            if holder.pairs and holder.matches(fact):
+                return True
+        return False
+
+    def topology_score(self, fact) -> dict[tuple[str, str], int]:
+        """kube-scheduler's PreScore (`interpodaffinity/scoring.go`, hardPodAffinityWeight 0 as Volcano
+        configures it): per (topology key, value), the weights of the pod's preferred terms times the
+        placed pods there matching them, and the weights of the placed pods' preferred terms that
+        match the pod; anti-affinity's negated."""
+        out: dict[tuple[str, str], int] = {}
+        constraints = fact.constraints
+        for weight, term in constraints.preferred if constraints is not None else ():
+            for pair, n in self._counts((term,)).pairs.items():
+                out[pair] = out.get(pair, 0) + weight * n
+        if self.soft_buckets:
+            for weight, holder in self.soft_buckets.candidates(fact.labels):
+                if holder.pairs and holder.matches(fact):
+                    for pair, n in holder.pairs.items():
+                        out[pair] = out.get(pair, 0) + weight * n
         return out
 
     def prepare(self, fact):

@@ -8,15 +8,23 @@ taints the pod does not tolerate, counted, scaled to 100-0), times `nodeaffinity
 with a PreferNoSchedule taint the pod does not tolerate: otherwise they give every node the same
 value, which cannot change a choice.
 
-Not computed: inter-pod affinity and topology spread scores (a pod with preferred pod affinities or
-a ScheduleAnyway spread constraint is refused as not evaluated, docs/scheduler.md), image locality.
+Also normalized over the candidates: InterPodAffinity (the pod's preferred pod (anti-)affinity
+terms against the placed pods, and the placed pods' preferred terms against the pod) and
+PodTopologySpread (the pod's ScheduleAnyway constraints), times `podaffinity.weight` (2) and
+`podtopologyspread.weight` (2), from the counts the predicates' InterPodAffinity and
+PodTopologySpread filters keep (`plugins/interpod.py`, `plugins/spread.py`); each applies only
+to a pod it can score (otherwise every node gets the same value).
+
+Not computed: image locality (every node the same without image data); the system-default
+spread constraints Volcano's PodTopologySpread gives a pod without constraints of its own that a
+Service, ReplicaSet, StatefulSet or ReplicationController selects (vcbus does not fold those).
 """
 
 from __future__ import annotations
 
 from statemachines.scheduler.config import PluginOption, arg_int
 from statemachines.scheduler.framework import Session
-from statemachines.scheduler.plugins.predicates import matches_term, tolerates
+from statemachines.scheduler.plugins.predicates import matches_term, pod_indexes, tolerates
 from statemachines.scheduler.accounting import NodeState
 from statemachines.scheduler.state import TaskState
 
@@ -124,6 +132,53 @@ def taint_toleration(ssn: Session, weight: int):
     return needed, score
 
 
+def pod_affinity(ssn: Session, weight: int):
+    """InterPodAffinity's score (`interpodaffinity/scoring.go`): per node the topology scores of its
+    label values summed, then kube-scheduler's NormalizeScore for it (min to max over the candidates
+    scaled to 0-100; all 0 when they are equal), times `weight`."""
+    interpod = pod_indexes(ssn).interpod()
+
+    def score(fact, nodes: list[NodeState]) -> list[float]:
+        topology = interpod.topology_score(fact)
+        keys = tuple(dict.fromkeys(key for key, _ in topology))
+        raw = []
+        for node in nodes:
+            labels = node.fact.labels
+            raw.append(sum(topology.get((key, labels[key]), 0) for key in keys if key in labels))
+        low, high = min(raw, default=0), max(raw, default=0)
+        if high == low:
+            return [0.0] * len(raw)
+        return [float(int(MAX_SCORE * ((r - low) / (high - low))) * weight) for r in raw]
+
+    return interpod.scored, score
+
+
+def topology_spread(ssn: Session, weight: int):
+    """PodTopologySpread's score of the ScheduleAnyway constraints (`podtopologyspread/scoring.go`):
+    the raw scores, then its NormalizeScore (a node without the constraints' keys 0; otherwise
+    100 * (max + min - score) // max over the others, 100 when the max is 0), times `weight`."""
+    spread = pod_indexes(ssn).spread()
+
+    def needed(fact) -> bool:
+        return fact.constraints is not None and bool(fact.constraints.soft_spread)
+
+    def score(fact, nodes: list[NodeState]) -> list[float]:
+        raw = spread.raw_scores(fact, nodes)
+        valid = [r for r in raw if r is not None]
+        low, high = min(valid, default=0), max(valid + [0])
+        out = []
+        for r in raw:
+            if r is None:
+                out.append(0.0)
+            elif high == 0:
+                out.append(float(MAX_SCORE * weight))
+            else:
+                out.append(float(MAX_SCORE * (high + low - r) // high * weight))
+        return out
+
+    return needed, score
+
+
 def open_plugin(ssn: Session, option: PluginOption) -> None:
     if not option.enabled("node_order"):
         return
@@ -138,3 +193,9 @@ def open_plugin(ssn: Session, option: PluginOption) -> None:
     taints = arg_int(args, "tainttoleration.weight", 3)
     if taints:
         ssn.batch_scorers.append(taint_toleration(ssn, taints))
+    inter = arg_int(args, "podaffinity.weight", 2)
+    if inter:
+        ssn.batch_scorers.append(pod_affinity(ssn, inter))
+    spread = arg_int(args, "podtopologyspread.weight", 2)
+    if spread:
+        ssn.batch_scorers.append(topology_spread(ssn, spread))

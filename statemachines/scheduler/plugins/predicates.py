@@ -65,6 +65,44 @@ class Filters:
         return None
 
 
+class PodIndexes:
+    """The session's placed pods and the inter-pod counts over them (InterPodAffinity's, PodTopologySpread's),
+    each made on first use and kept up to date from the allocate events; one per session, shared by
+    the predicates' filters and nodeorder's scores (`pod_indexes`)."""
+
+    def __init__(self, ssn: Session) -> None:
+        self.ssn = ssn
+        self.placed = Placed(ssn)
+        self._interpod: InterPod | None = None
+        self._spread: TopologySpread | None = None
+        ssn.allocate_handlers.append(lambda task: self.changed(task, 1))
+        ssn.deallocate_handlers.append(lambda task: self.changed(task, -1))
+
+    def changed(self, task, delta: int) -> None:
+        self.placed.changed(task, delta)
+        if self._interpod is not None:
+            self._interpod.changed(task, delta)
+        if self._spread is not None:
+            self._spread.changed(task, delta)
+
+    def interpod(self) -> InterPod:
+        if self._interpod is None:
+            self._interpod = InterPod(self.ssn, self.placed)
+        return self._interpod
+
+    def spread(self) -> TopologySpread:
+        if self._spread is None:
+            self._spread = TopologySpread(self.ssn, self.placed, node_included)
+        return self._spread
+
+
+def pod_indexes(ssn: Session) -> PodIndexes:
+    """The session's `PodIndexes`, made on the first call (at plugin open, before any allocation)."""
+    if ssn.pod_indexes is None:
+        ssn.pod_indexes = PodIndexes(ssn)
+    return ssn.pod_indexes
+
+
 class Dynamic:
     """The filters that depend on the pods placed so far (NodePorts, InterPodAffinity, PodTopologySpread)."""
 
@@ -73,23 +111,13 @@ class Dynamic:
         self.ssn = ssn
         self.node_ports = node_ports
         self.labels: dict[str, dict] = {}
-        self.placed = Placed(ssn) if pod_affinity or topology_spread else None
-        self.interpod = InterPod(ssn, self.placed) if pod_affinity else None
-        self.spread = TopologySpread(ssn, self.placed, node_included) if topology_spread else None
-        if self.placed is not None:
-            ssn.allocate_handlers.append(lambda task: self.changed(task, 1))
-            ssn.deallocate_handlers.append(lambda task: self.changed(task, -1))
-
-    def changed(self, task, delta: int) -> None:
-        self.placed.changed(task, delta)
-        if self.interpod is not None:
-            self.interpod.changed(task, delta)
-        if self.spread is not None:
-            self.spread.changed(task, delta)
+        indexes = pod_indexes(ssn) if pod_affinity or topology_spread else None
+        self.interpod = indexes.interpod() if pod_affinity else None
+        self.spread = indexes.spread() if topology_spread else None
 
     def applies(self, fact: TaskFact) -> bool:
         """Whether any of these filters can fail a node for this task (else the node index answers)."""
-        if fact.constraints is not None:
+        if fact.constraints is not None and fact.constraints.filtered:
             return True
         return self.interpod is not None and bool(self.interpod.existing(fact))
 

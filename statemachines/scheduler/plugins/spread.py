@@ -1,5 +1,6 @@
 """PodTopologySpread's filter for whenUnsatisfiable DoNotSchedule (kube-scheduler
-`pkg/scheduler/framework/plugins/podtopologyspread/filtering.go`).
+`pkg/scheduler/framework/plugins/podtopologyspread/filtering.go`), and the raw score of the
+ScheduleAnyway constraints (`scoring.go`; nodeorder normalizes it) from the same counts.
 
 Per constraint the domains are the values of its topology key on the eligible nodes: nodes
 carrying every constraint's key and, under the default inclusion policies, matching the pod's
@@ -13,12 +14,14 @@ counts are kept incrementally from the session's allocate events.
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 from statemachines.scheduler.fiterrors import UNRESOLVABLE, UNSCHEDULABLE
 from statemachines.scheduler.labels import matches
 from statemachines.scheduler.plugins.interpod import Buckets, Placed
 
+HOSTNAME = "kubernetes.io/hostname"
 CONSTRAINTS = "node(s) didn't match pod topology spread constraints"
 MISSING_LABEL = CONSTRAINTS + " (missing required label)"
 
@@ -79,6 +82,47 @@ class TopologySpread:
                 and self.node_included(placement, node.fact, honor_affinity, honor_taints)
             ]
         return nodes
+
+    def raw_scores(self, fact, candidates: list) -> list[int | None] | None:
+        """kube-scheduler's PreScore and Score (`podtopologyspread/scoring.go`) for the pod's
+        ScheduleAnyway constraints over the candidate nodes: per node (None for a node without every
+        constraint's key, which NormalizeScore gives 0), the sum over the constraints of the matching
+        pods in its domain times log(domains + 2), plus maxSkew - 1, rounded. A hostname
+        constraint counts the node's own pods, over as many domains as scored nodes; another
+        counts, per value of the candidates, the pods on every node with that value that carries
+        all the keys and passes the constraint's inclusion policies. None when the pod has no such
+        constraint."""
+        constraints = fact.constraints
+        if constraints is None or not constraints.soft_spread:
+            return None
+        soft = constraints.soft_spread
+        keys = tuple(dict.fromkeys(s.topology_key for s in soft))
+        scored = [node for node in candidates if all(k in node.fact.labels for k in keys)]
+        terms = []
+        for s in soft:
+            counts = self._counts(fact.namespace, s.selector).nodes
+            key = s.topology_key
+            if key == HOSTNAME:
+                terms.append((key, None, counts, math.log(len(scored) + 2), s.max_skew - 1))
+                continue
+            domains = dict.fromkeys((node.fact.labels[key] for node in scored), 0)
+            for node in self._eligible(fact, keys, s.honor_affinity, s.honor_taints):
+                value = node.fact.labels[key]
+                if value in domains:
+                    domains[value] += counts[node.index]
+            terms.append((key, domains, counts, math.log(len(domains) + 2), s.max_skew - 1))
+        out: list[int | None] = []
+        for node in candidates:
+            labels = node.fact.labels
+            if not all(k in labels for k in keys):
+                out.append(None)
+                continue
+            score = 0.0
+            for key, domains, counts, weight, skew in terms:
+                n = counts[node.index] if domains is None else domains[labels[key]]
+                score += n * weight + skew
+            out.append(math.floor(score + 0.5))  # Go's math.Round of a non-negative score
+        return out
 
     def prepare(self, fact):
         """(The per-node check of this task's hard constraints, the (key, value) pairs of the domains
