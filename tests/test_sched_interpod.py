@@ -124,6 +124,10 @@ def test_inter_pod_affinity(objects, incoming, expected):
         # maxSkew 2 allows za (2 + 1 - 0 = 3 > 2: no; one pod there: 1 + 1 - 0 = 2: yes)
         ([zoned("n1", "za", cpu="16"), zoned("n2", "zb", cpu="2"), running("a-0", "n1", APP_A)],
          with_spec(new(labels=APP_A), topologySpreadConstraints=spread(APP_A, max_skew=2)), "bound to n1"),
+        # an empty labelSelector counts no pod (kube-scheduler's countPodsMatchSelector), though the pod matches it
+        ([zoned("n1", "za", cpu="16"), zoned("n2", "zb", cpu="2"), running("a-0", "n1", APP_A),
+          running("a-1", "n1", APP_A)], with_spec(new(labels=APP_A), topologySpreadConstraints=spread({})),
+         "bound to n1"),
         # a pod not matching its own selector adds nothing to its domain
         ([zoned("n1", "za", cpu="16"), zoned("n2", "zb", cpu="2"), running("a-0", "n1", APP_A)],
          with_spec(new(labels={"app": "b"}), topologySpreadConstraints=spread(APP_A)), "bound to n1"),

@@ -127,9 +127,10 @@ def test_schedule_anyway_spread_decides_the_node():
     placed = [running("a-0", "n1", APP_A, cpu=None, memory=None), running("a-1", "n1", APP_A, cpu=None, memory=None)]
     incoming = spec(pod("pg-w-0", "pg", labels=APP_A), topologySpreadConstraints=soft_spread(labels_in(app="a")))
     assert binds(*nodes, *placed, incoming) == ["n2"]
-    # the selector decides what counts: other pods do not
-    incoming = spec(pod("pg-w-0", "pg", labels=APP_A), topologySpreadConstraints=soft_spread(labels_in(app="b")))
-    assert binds(*nodes, *placed, incoming) == ["n1"]
+    # the selector decides what counts: other pods do not, and an empty selector counts none
+    for selector in (labels_in(app="b"), {}):
+        incoming = spec(pod("pg-w-0", "pg", labels=APP_A), topologySpreadConstraints=soft_spread(selector))
+        assert binds(*nodes, *placed, incoming) == ["n1"]
 
 
 def test_pods_placed_earlier_in_the_session_count_for_the_spread_score():
@@ -281,6 +282,10 @@ SPREAD_4_2_1_3 = [("node-a", {"foo": ""})] * 4 + [("node-b", {"foo": ""})] * 2 +
                     [(1, HOST, FOO)], SPREAD_4_2_1_3,
                     {"node-a": {HOST: "node-a"}, "node-b": {"n": "node-b"}, "node-x": {HOST: "node-x"}},
                     {"node-y": {HOST: "node-y"}}, [16, 0, 100]),
+        spread_case("one constraint on node, null selector",
+                    [(1, HOST, None)],
+                    [("node-a", {"foo": ""})] * 2 + [("node-b", {"foo": ""})] + [("node-d", {"foo": ""})] * 3,
+                    {n: {HOST: n} for n in ("node-a", "node-b", "node-c", "node-d")}, {}, [100, 100, 100, 100]),
         spread_case("one constraint on zone, 3 out of 4 nodes are candidates",
                     [(1, "zone", FOO)], SPREAD_4_2_1_3,
                     {n: FOUR_IN_TWO_ZONES[n] for n in ("node-a", "node-b", "node-x")},

@@ -27,7 +27,8 @@ MISSING_LABEL = CONSTRAINTS + " (missing required label)"
 
 
 class NodeCounts:
-    """Pods of one namespace matching one selector, per node index."""
+    """Pods of one namespace matching one selector, per node index; an empty selector counts none
+    (kube-scheduler's `countPodsMatchSelector`), though a pod matches it for its own +1."""
 
     __slots__ = ("namespace", "selector", "nodes")
 
@@ -37,7 +38,7 @@ class NodeCounts:
         self.nodes = [0] * size
 
     def matches(self, fact) -> bool:
-        return fact.namespace == self.namespace and matches(self.selector, fact.labels)
+        return bool(self.selector) and fact.namespace == self.namespace and matches(self.selector, fact.labels)
 
 
 class TopologySpread:
