@@ -4,8 +4,7 @@ Most of a replay's outputs (ActionResolved, UpdateJobStatus, StatusChanged...)
 mean nothing to one of the two views; the loop skips the call. This checks the
 skip lists against the views themselves: applying a real output of each
 skipped class changes nothing in that view but its position, so a view that
-starts folding one of them makes this test fail (and the list must shrink). The loop
-also folds the commonest outputs (ActionResolved, StatusChanged) into the views itself:
+starts folding one of them makes this test fail (and the list must shrink); and
 the views a replay ends with must equal those that `apply` of every output builds.
 """
 

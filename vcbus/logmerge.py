@@ -46,9 +46,7 @@ class OrderCheck:
         self.found: str | None = None
 
     def check(self, kind: type, rv: int, seq: int) -> str | None:
-        """The message if this record is older than a record of another kind before it (also kept in `found`).
-
-        (`vcbus.replaying` inlines the same logic in its loop.)"""
+        """The message if this record is older than a record of another kind before it (also kept in `found`)."""
         if kind is self.top_kind:
             if rv > self.top_rv:
                 self.top_rv = rv

@@ -41,7 +41,7 @@ import gc
 import re
 from typing import BinaryIO, Callable, Iterable, Iterator
 
-from projections.history import HistoryView, JobHistory
+from projections.history import HistoryView
 from projections.replay import InputCounts, build_report
 from projections.status import StatusView
 from statemachines import outputs as o
@@ -150,16 +150,11 @@ def fewer_gc_passes() -> Iterator[None]:
 
 
 # The most frequent outputs that a projection does nothing with (but note their seq as its
-# position, which a replay never reads): not offered to it at all, as most of a replay's outputs
-# are these. tests/test_replay_dispatch.py checks that applying them changes neither view.
+# position, which a replay never reads): not offered to it at all (`_Fold.project`), as most of a
+# replay's outputs are these. tests/test_replay_dispatch.py checks that applying them changes
+# neither view.
 NOT_FOR_STATUS = frozenset({o.ActionResolved, o.UpdateJobStatus, o.CreatePod, o.DeletePod, o.PluginHook})
 NOT_FOR_HISTORY = frozenset({o.UpdateJobStatus, o.StatusChanged})
-_ACTION = o.ActionResolved  # for history, not for status (checked first in `_fold`)
-_UPDATE = o.UpdateJobStatus  # for neither (checked next)
-_CHANGED = o.StatusChanged  # for status, not for history (and next)
-assert _ACTION in NOT_FOR_STATUS and _ACTION not in NOT_FOR_HISTORY
-assert _UPDATE in NOT_FOR_STATUS and _UPDATE in NOT_FOR_HISTORY
-assert _CHANGED not in NOT_FOR_STATUS and _CHANGED in NOT_FOR_HISTORY
 
 
 class _OutOfOrder(Exception):
@@ -226,80 +221,109 @@ def replay_inputs(
     live: bool = False,
     interruptible: bool = False,
 ) -> ReplayResult:
-    until = until or Until(None)
-    said: set[str] = set()
-    reported: set[str] = set()
+    replay = _Replay(
+        source=", ".join(s for _, s in inputs), until=until or Until(None), engine=engine, explain=explain,
+        keep_commands=keep_commands, keep_history=keep_history, skip_invalid=skip_invalid,
+        on_problem=on_problem, on_warning=on_warning, on_record=on_record, interruptible=interruptible,
+    )
+    with fewer_gc_passes():
+        if len(inputs) > 1:
+            replay.warn(
+                f"merging {len(inputs)} inputs ({replay.source}) by resourceVersion; "
+                "record numbers (seq) count records in the merged order"
+            )
+            return _merged(inputs, replay)
+        return _single(inputs[0][0], replay, live=live, reusable_engine=engine is not None)
 
-    def warn(message: str) -> None:  # once each: a restarted replay meets the same things again
-        if message not in said:
-            said.add(message)
-            if on_warning is not None:
-                on_warning(message)
 
-    def fresh() -> ReplayResult:
+class _Replay:
+    """What every pass of one replay shares: its options, and the warnings and problems said so far
+    (once each: a replay started again meets the same things again)."""
+
+    def __init__(
+        self, *, source: str, until: Until, engine: Engine | None, explain: bool, keep_commands: bool,
+        keep_history: bool, skip_invalid: bool, on_problem: Callable[[str], None] | None,
+        on_warning: Callable[[str], None] | None, on_record: Callable[[int, list], None] | None,
+        interruptible: bool,
+    ) -> None:
+        self.source = source
+        self.until = until
+        self.engine = engine
+        self.explain = explain
+        self.keep_commands = keep_commands
+        self.keep_history = keep_history
+        self.skip_invalid = skip_invalid
+        self.on_problem = on_problem
+        self.on_warning = on_warning
+        self.on_record = on_record
+        self.interruptible = interruptible
+        self.said: set[str] = set()
+        self.reported: set[str] = set()
+
+    def warn(self, message: str) -> None:
+        if message not in self.said:
+            self.said.add(message)
+            if self.on_warning is not None:
+                self.on_warning(message)
+
+    def fresh(self) -> ReplayResult:
         result = ReplayResult(
-            engine or Engine(explain=explain), HistoryView(keep_commands=keep_commands, enabled=keep_history),
-            StatusView(), InputCounts(),
+            self.engine or Engine(explain=self.explain),
+            HistoryView(keep_commands=self.keep_commands, enabled=self.keep_history), StatusView(), InputCounts(),
         )
-        result.keep_history = keep_history
+        result.keep_history = self.keep_history
         return result
 
-    def invalid(result: ReplayResult, err: UserError) -> None:
-        if not skip_invalid and not isinstance(err, TruncatedRecord):
+    def invalid(self, result: ReplayResult, err: UserError) -> None:
+        """Count and report a record that cannot be used (raised unless `skip_invalid`; a record cut
+        short at the end of the input never is)."""
+        if not self.skip_invalid and not isinstance(err, TruncatedRecord):
             raise err
         result.counts.invalid += 1
         result.problems.append(str(err))
-        if str(err) not in reported:
-            reported.add(str(err))
-            if on_problem is not None:
-                on_problem(str(err))
-
-    result = fresh()
-    with fewer_gc_passes():
-        if len(inputs) > 1:
-            warn(
-                f"merging {len(inputs)} inputs ({', '.join(s for _, s in inputs)}) by resourceVersion; "
-                "record numbers (seq) count records in the merged order"
-            )
-            return _merged(inputs, result, until, invalid, warn, on_record, interruptible, fresh)
-        lines, source = inputs[0]
-        how = None if engine is not None else _rereadable(lines)
-        spool = _Spool(lines) if how == "spool" else None
-        skip: dict[int, UserError] = {}
-        while True:
-            order = OrderCheck(source)
-            items, list_end, cut_short = synced_first(
-                iter_log(spool or lines, source, warn=warn, batch=BATCH if how == "seek" and not live else 1),
-                interruptible=interruptible)
-            try:
-                _fold(items, result, until, invalid, on_record, order, warn,
-                      interruptible, restart=how is not None, scan_rest=how == "seek", skip=skip,
-                      poison_restart=False if live else None, source=source, list_end=list_end)
-            except _OutOfOrder:
-                if live:  # what was printed stays printed: the report at the end is the merged one
-                    warn((order.found or "").replace(
-                        "replaying the records merged by resourceVersion",
-                        "the live timeline stops here; the input is read to its end and replayed merged by "
-                        "resourceVersion, and that report follows"))
-                else:
-                    warn(order.found or "")
-                again = fresh()
-                reread, cut_short = _reread(lines, spool, interruptible)
-                merged = _merged([(reread, source)], again, until, invalid, warn,
-                                 None if live else on_record, interruptible, fresh)
-                merged.interrupted = merged.interrupted or cut_short
-                return merged
-            except _Poisoned as bad:  # the engine failed mid-record: start again without it
-                invalid(result, bad.error)
-                skip[bad.seq] = bad.error
-                lines, spool, how = _reread(lines, spool)[0], None, "seek"
-                result = fresh()
-                continue
-            result.unordered = order.found  # out of order and not merged: only when it cannot start again
-            result.interrupted = result.interrupted or cut_short
-            return result
+        if str(err) not in self.reported:
+            self.reported.add(str(err))
+            if self.on_problem is not None:
+                self.on_problem(str(err))
 
 
+def _single(lines: Iterable[bytes], replay: _Replay, *, live: bool, reusable_engine: bool) -> ReplayResult:
+    """One input, streamed; started again merged when out of order, or without a record the engine failed on."""
+    result = replay.fresh()
+    how = None if reusable_engine else _rereadable(lines)
+    spool = _Spool(lines) if how == "spool" else None
+    skip: dict[int, UserError] = {}
+    while True:
+        order = OrderCheck(replay.source)
+        items, list_end, cut_short = synced_first(
+            iter_log(spool or lines, replay.source, warn=replay.warn, batch=BATCH if how == "seek" and not live else 1),
+            interruptible=replay.interruptible)
+        fold = _Fold(result, replay, skip, order=order, restart=how is not None, poison_restart=how is not None and not live,
+                     list_end=list_end)
+        try:
+            fold.over(items, scan_rest=how == "seek")
+        except _OutOfOrder:
+            if live:  # what was printed stays printed: the report at the end is the merged one
+                replay.warn((order.found or "").replace(
+                    "replaying the records merged by resourceVersion",
+                    "the live timeline stops here; the input is read to its end and replayed merged by "
+                    "resourceVersion, and that report follows"))
+                replay.on_record = None
+            else:
+                replay.warn(order.found or "")
+            reread, cut_short = _reread(lines, spool, replay.interruptible)
+            merged = _merged([(reread, replay.source)], replay)
+            merged.interrupted = merged.interrupted or cut_short
+            return merged
+        except _Poisoned as bad:  # the engine failed mid-record: start again without it
+            replay.invalid(result, bad.error)
+            skip[bad.seq] = bad.error
+            lines, spool, how = _reread(lines, spool)[0], None, "seek"
+            result = replay.fresh()
+            continue
+        result.unordered = order.found  # out of order and not merged: only when it cannot start again
+        result.interrupted = result.interrupted or cut_short
+        return result
 def _rereadable(lines: Iterable[bytes]) -> str | None:
     """How the input can be read again from the top: "seek" (a file), "spool" (a pipe), or not at all."""
     seekable = getattr(lines, "seekable", None)
@@ -344,27 +368,28 @@ def _reread(lines: Iterable[bytes], spool: _Spool | None, interruptible: bool = 
     return lines, False
 
 
-def _merged(inputs, result, until, invalid, warn, on_record, interruptible, fresh) -> ReplayResult:
-    source = ", ".join(s for _, s in inputs)
+def _merged(inputs: list[tuple[Iterable[bytes], str]], replay: _Replay) -> ReplayResult:
+    """The inputs merged by resourceVersion (in memory), folded; started again without a record the
+    engine failed on."""
+    result = replay.fresh()
     bad: list[InvalidRecord] = []  # the merge's own invalid records, counted once per result
 
     def on_invalid(err: InvalidRecord) -> None:
         bad.append(err)
-        invalid(result, err)
+        replay.invalid(result, err)
 
-    items, duplicates = merge(inputs, on_invalid=on_invalid, warn=warn)
+    items, duplicates = merge(inputs, on_invalid=on_invalid, warn=replay.warn)
     if duplicates:
-        warn(f"dropped {duplicates} duplicate record(s): the same object, resourceVersion and event type twice")
+        replay.warn(f"dropped {duplicates} duplicate record(s): the same object, resourceVersion and event type twice")
     skip: dict[int, UserError] = {}
     while True:
         result.merged = True
         try:
-            _fold(synced_first(iter(items))[0], result, until, invalid, on_record, None, warn, interruptible,
-                  restart=False, scan_rest=False, skip=skip, poison_restart=True, source=source)
+            _Fold(result, replay, skip, poison_restart=True).over(synced_first(iter(items))[0], scan_rest=False)
         except _Poisoned as failure:
-            invalid(result, failure.error)
+            replay.invalid(result, failure.error)
             skip[failure.seq] = failure.error
-            result = fresh()
+            result = replay.fresh()
             result.counts.invalid = len(bad)
             result.problems.extend(str(err) for err in bad)
             continue
@@ -381,204 +406,166 @@ class _Poisoned(Exception):
         self.error = error
 
 
-def _out_of_order(order, kind, rv, seq, other_rv, other_kind, restart, warn) -> bool:
-    """Records out of order across kinds: start again merged (`restart`), else warn; check no more."""
-    found = order.found_at(kind, rv, seq, other_rv, other_kind)
-    if restart:
-        raise _OutOfOrder
-    warn(found.replace(
-        "replaying the records merged by resourceVersion",
-        "this replay cannot start again and goes on in input order, so it may be wrong; "
-        "give the saved per-kind files to `vcbus replay` together to merge them"))
-    return False
-
-
-def _fold(
-    items: Iterator[Item],
-    result: ReplayResult,
-    until: Until,
-    invalid: Callable[[ReplayResult, InvalidRecord], None],
-    on_record: Callable[[int, list], None] | None,
-    order: OrderCheck | None,
-    warn: Callable[[str], None],
-    interruptible: bool,
-    *,
-    restart: bool,
-    scan_rest: bool,
-    skip: dict[int, UserError] | None = None,
-    poison_restart: bool | None = None,
-    source: str = "",
-    list_end: int = 0,
-) -> None:
-    """Fold records into the result. On records out of order across kinds: raise `_OutOfOrder` when
-    the caller can start again (`restart`), else warn once and go on in input order. `list_end`: the
-    record that ends a marked initial list (`vcbus.logmarks.synced_first`): the records before it are
-    in cache-sync order, so not checked for order; checking starts there."""
-    engine = result.engine
-    history = result.keep_history  # off: the history projection's apply would only say no
-    # the views' `apply`, and what the loop folds itself (ActionResolved, StatusChanged: most outputs;
-    # tests/test_replay_dispatch.py checks that both views end as `apply` leaves them)
-    hview, sview = result.history, result.statuses
-    h_apply, s_apply = hview.apply, sview.apply
-    h_jobs, s_statuses, s_deleted = hview.jobs, sview.statuses, sview.deleted
-    counts = result.counts
-    kinds = result.kinds
-    apply = engine.apply
-    stop_seq, stop_time = until.seq, until.time
-    cut = stop_seq is not None or stop_time is not None  # until the loop reads to the end
-    check = order is not None and not list_end
-    repeats = Repeats()
-    # Repeats.seen, inlined (it runs for every record). A repeat has the same resourceVersion string
-    # as a record before it, so a record whose resourceVersion comes after every one listed so far, by
-    # (length, text) (numbers without leading zeros: by value, as etcd writes them), cannot be one:
-    # while the log is in that order the records' identities are only listed, as (uid,
-    # resourceVersion, type), and the window's sets are made from the two lists at the first record
-    # that is not; from then on every record is looked up. The generations turn over at the same
-    # records either way (no two listed identities are equal).
-    seen_now, seen_before, window = repeats.current, repeats.previous, Repeats.WINDOW
-    listed_now: list[tuple[str, str, str]] | None = []
-    listed_before: list[tuple[str, str, str]] = []
-    last_size, last_rv = 0, ""  # the last resourceVersion listed, and its length
-    last_kind = None
-    # OrderCheck.check, inlined (it runs for every record): the highest resourceVersion, its kind,
-    # and the highest among the other kinds
-    top_rv, top_kind, other_rv = -1, None, -1
-    events = 0
+def _rv_number(rv: str) -> int:
+    """A resourceVersion as the number etcd wrote, or -1 (none, or not a number: not checked for order)."""
+    if not rv:
+        return -1
     try:
-        for seq, data, decoded in items:
-            if stop_seq is not None and seq > stop_seq:
-                break
-            cls = decoded.__class__
-            raw = None
-            if cls is Observed:
-                obj = decoded.object  # type: ignore[attr-defined]
-                kind = obj.__class__
-                if kind is not last_kind:
-                    last_kind = kind
-                    kinds[kind] = True
-                if kind is Job:
-                    raw = data
-                meta = obj.metadata
-                rv = meta.resource_version
-                uid = meta.uid
-                if rv and uid:
-                    size = len(rv)
-                    if listed_now is not None and (size > last_size or (size == last_size and rv > last_rv)):
-                        last_size, last_rv = size, rv
-                        listed_now.append((uid, rv, decoded.type))  # type: ignore[attr-defined]
-                        if len(listed_now) >= window:
-                            listed_before, listed_now = listed_now, []
-                    else:
-                        if listed_now is not None:  # the first record out of that order: sets from now on
-                            seen_before = repeats.previous = {f"{u}\n{r}\n{t}" for u, r, t in listed_before}
-                            seen_now = repeats.current = {f"{u}\n{r}\n{t}" for u, r, t in listed_now}
-                            listed_now = listed_before = None  # type: ignore[assignment]
-                        ident = f"{uid}\n{rv}\n{decoded.type}"  # type: ignore[attr-defined]
-                        if ident in seen_now or ident in seen_before:
-                            repeats.dropped += 1
-                            continue  # an exact repeat, dropped as the bus drops it
-                        seen_now.add(ident)
-                        if len(seen_now) >= window:
-                            seen_before = repeats.previous = seen_now
-                            seen_now = repeats.current = set()
-                if check and decoded.time is None:  # type: ignore[attr-defined]
-                    if rv:
-                        try:
-                            n = int(rv)
-                        except ValueError:
-                            n = -1
-                        if n < 0:
-                            pass
-                        elif kind is top_kind:
-                            if n > top_rv:
-                                top_rv = n
-                            elif n < other_rv:
-                                check = _out_of_order(order, kind, n, seq, other_rv, None, restart, warn)
-                        elif n >= top_rv:
-                            other_rv, top_rv, top_kind = top_rv, n, kind
-                        else:
-                            check = _out_of_order(order, kind, n, seq, top_rv, top_kind, restart, warn)
-            elif cls is Ignored:
-                what = decoded.kind  # type: ignore[attr-defined]
-                if what == "ERROR":
-                    warn(watch_error(source, seq, data))
-                elif seq == list_end:  # the initial list's end: from here on, etcd's order
-                    check = order is not None
-            elif cls is not TimerRecord:
-                invalid(result, decoded)  # type: ignore[arg-type]
-                continue
-            if skip and seq in skip:  # the engine failed on it in an earlier pass
-                invalid(result, skip[seq])
-                continue
-            if cls is Observed and decoded.notes:  # type: ignore[attr-defined]
-                warn(f"record {seq}: " + "; ".join(decoded.notes))  # type: ignore[attr-defined]
-            if stop_time is not None and cls is not Ignored:
-                when = decoded.time or (  # type: ignore[attr-defined]
-                    object_time(decoded.object) if cls is Observed else None  # type: ignore[attr-defined]
-                )
-                if when and normalize(when) > stop_time:
+        n = int(rv)
+    except ValueError:
+        return -1
+    return n if n >= 0 else -1
+
+
+class _Fold:
+    """One pass over the records into `result`: each record checked, decided by the engine, and its
+    outputs folded into the history and status projections with their own `apply`.
+
+    Records out of order across kinds (`order`; None: not checked): raise `_OutOfOrder` when the
+    caller can start again (`restart`), else warn once and go on in input order. A record the engine
+    fails on: raise `_Poisoned` when the caller can start again without it (`poison_restart`), else
+    warn and go on. `skip`: the records the engine failed on in an earlier pass. `list_end`: the
+    record that ends a marked initial list (`vcbus.logmarks.synced_first`): the records before it are
+    in cache-sync order, so not checked for order; checking starts there.
+    """
+
+    def __init__(
+        self, result: ReplayResult, replay: _Replay, skip: dict[int, UserError], *, order: OrderCheck | None = None,
+        restart: bool = False, poison_restart: bool, list_end: int = 0,
+    ) -> None:
+        self.result = result
+        self.replay = replay
+        self.skip = skip
+        self.order = order
+        self.restart = restart
+        self.poison_restart = poison_restart
+        self.list_end = list_end
+        self.checking = order is not None and not list_end
+        self.repeats = Repeats()
+        self.events = 0  # records handed to the engine (`counts.events`, added when the pass ends)
+
+    def over(self, items: Iterator[Item], *, scan_rest: bool) -> None:
+        """Fold `items` up to `until`; with `scan_rest`, check the order of the records after it too."""
+        result, replay = self.result, self.replay
+        engine, on_record, until = result.engine, replay.on_record, replay.until
+        stop_seq, stop_time = until.seq, until.time
+        cut = stop_seq is not None or stop_time is not None  # until the loop reads to the end
+        try:
+            for seq, data, decoded in items:
+                if stop_seq is not None and seq > stop_seq:
                     break
-            events += 1  # (`counts.events`, added when the loop ends) ignored ones are counted by the engine
-            try:
-                outs = apply(seq, decoded, raw=raw)  # type: ignore[arg-type]
-            except Exception as err:  # poison, never a halt (RecursionError included)
-                bad = PoisonedRecord(f"record {seq}: the engine failed on it: {type(err).__name__}: {err}")
-                if restart if poison_restart is None else poison_restart:
-                    raise _Poisoned(seq, bad) from None
-                warn(f"record {seq}: the engine state after it may be incomplete (this replay cannot start again)")
-                invalid(result, bad)
-                continue
-            for out in outs:
-                cls = out.__class__
-                if cls is _ACTION:  # most outputs, one per request: history only
-                    if history:  # `HistoryView.apply` of an ActionResolved, inlined
-                        pos = out.seq
-                        if pos >= hview.position:
-                            hview.position = pos
-                            h = h_jobs.get(out.job)
-                            if h is None:
-                                h = h_jobs[out.job] = JobHistory(out.job)
-                            h.actions.append(out)
+                if not self.admit(seq, data, decoded):
                     continue
-                if cls is _UPDATE:  # neither view's (one per status write)
+                if stop_time is not None and _later(decoded, stop_time):
+                    break
+                outs = self.decide(seq, data, decoded)
+                if outs is None:
                     continue
-                if cls is _CHANGED:  # status only: `StatusView.apply` of a StatusChanged, inlined
-                    pos = out.seq
-                    if pos >= sview.position:
-                        sview.position = pos
-                        s_statuses[out.job] = out.status
-                        s_deleted.discard(out.job)
-                    continue
-                if history and cls not in NOT_FOR_HISTORY:
-                    h_apply(out)
-                if cls not in NOT_FOR_STATUS:
-                    s_apply(out)
-            if on_record is not None:
-                on_record(seq, outs)
-        else:
-            check = False  # read to the end: nothing left to check
-            cut = False
-        if check and scan_rest:  # stopped by --until: the rest of the file may still be out of order
-            order.top_rv, order.top_kind, order.second_rv = top_rv, top_kind, other_rv  # type: ignore[union-attr]
-            for seq, _, decoded in items:
-                if decoded.__class__ is Observed and decoded.time is None:  # type: ignore[attr-defined]
-                    rv = decoded.object.metadata.resource_version  # type: ignore[attr-defined]
-                    if rv.isdigit() and order.check(decoded.object.__class__, int(rv), seq):  # type: ignore
-                        raise _OutOfOrder
-    except KeyboardInterrupt:
-        if not interruptible:
-            raise
-        result.interrupted = True
-        counts.ignored += engine.ignored
-        repeats.report(warn)
-        return
-    finally:
-        counts.events += events
-    repeats.report(warn)
-    tail = engine.finish(stop_time) if stop_time is not None else []
-    for out in tail + engine.final_divergences(cut=cut):
-        h_apply(out)
-        s_apply(out)
-        if on_record is not None and out.seq:
-            on_record(out.seq, [out])
-    counts.ignored += engine.ignored
+                self.project(outs)
+                if on_record is not None:
+                    on_record(seq, outs)
+            else:
+                self.checking = cut = False  # read to the end: nothing left to check
+            if self.checking and scan_rest:  # stopped by --until: the rest of the file may still be out of order
+                self.scan(items)
+        except KeyboardInterrupt:
+            if not replay.interruptible:
+                raise
+            result.interrupted = True
+            result.counts.ignored += engine.ignored
+            self.repeats.report(replay.warn)
+            return
+        finally:
+            result.counts.events += self.events
+        self.repeats.report(replay.warn)
+        tail = engine.finish(stop_time) if stop_time is not None else []
+        for out in tail + engine.final_divergences(cut=cut):
+            result.history.apply(out)
+            result.statuses.apply(out)
+            if on_record is not None and out.seq:
+                on_record(out.seq, [out])
+        result.counts.ignored += engine.ignored
+
+    def admit(self, seq: int, data: bytes, decoded: object) -> bool:
+        """Whether the record goes to the engine: not an exact repeat, decodable, not skipped. Notes
+        its kind, checks its order and warns about its notes and watch errors."""
+        replay = self.replay
+        cls = decoded.__class__
+        if cls is Observed:
+            obj = decoded.object  # type: ignore[attr-defined]
+            kind = obj.__class__
+            self.result.kinds[kind] = True
+            meta = obj.metadata
+            rv = meta.resource_version
+            if rv and meta.uid and self.repeats.seen(meta.uid, rv, decoded.type):  # type: ignore[attr-defined]
+                return False  # an exact repeat, dropped as the bus drops it
+            if self.checking and decoded.time is None:  # type: ignore[attr-defined]
+                self.check_order(kind, _rv_number(rv), seq)
+        elif cls is Ignored:
+            if decoded.kind == "ERROR":  # type: ignore[attr-defined]
+                replay.warn(watch_error(replay.source, seq, data))
+            elif seq == self.list_end:  # the initial list's end: from here on, etcd's order
+                self.checking = self.order is not None
+        elif cls is not TimerRecord:
+            replay.invalid(self.result, decoded)  # type: ignore[arg-type]
+            return False
+        if self.skip and seq in self.skip:  # the engine failed on it in an earlier pass
+            replay.invalid(self.result, self.skip[seq])
+            return False
+        if cls is Observed and decoded.notes:  # type: ignore[attr-defined]
+            replay.warn(f"record {seq}: " + "; ".join(decoded.notes))  # type: ignore[attr-defined]
+        return True
+
+    def check_order(self, kind: type, rv: int, seq: int) -> None:
+        """Records out of order across kinds: start again merged (`restart`), else warn; check no more."""
+        if rv < 0 or self.order.check(kind, rv, seq) is None:  # type: ignore[union-attr]
+            return
+        if self.restart:
+            raise _OutOfOrder
+        self.replay.warn((self.order.found or "").replace(  # type: ignore[union-attr]
+            "replaying the records merged by resourceVersion",
+            "this replay cannot start again and goes on in input order, so it may be wrong; "
+            "give the saved per-kind files to `vcbus replay` together to merge them"))
+        self.checking = False
+
+    def decide(self, seq: int, data: bytes, decoded: object) -> list | None:
+        """The engine's outputs for the record; None when it failed on it (poison, never a halt)."""
+        raw = data if decoded.__class__ is Observed and decoded.object.__class__ is Job else None  # type: ignore
+        self.events += 1  # ignored ones are counted by the engine
+        try:
+            return self.result.engine.apply(seq, decoded, raw=raw)  # type: ignore[arg-type]
+        except Exception as err:  # RecursionError included
+            bad = PoisonedRecord(f"record {seq}: the engine failed on it: {type(err).__name__}: {err}")
+            if self.poison_restart:
+                raise _Poisoned(seq, bad) from None
+            self.replay.warn(
+                f"record {seq}: the engine state after it may be incomplete (this replay cannot start again)")
+            self.replay.invalid(self.result, bad)
+            return None
+
+    def project(self, outs: list) -> None:
+        """Each output into the views that fold it (`NOT_FOR_HISTORY`, `NOT_FOR_STATUS`: those that do not)."""
+        h_apply, s_apply = self.result.history.apply, self.result.statuses.apply
+        for out in outs:
+            cls = out.__class__
+            if cls not in NOT_FOR_HISTORY:
+                h_apply(out)
+            if cls not in NOT_FOR_STATUS:
+                s_apply(out)
+
+    def scan(self, items: Iterator[Item]) -> None:
+        """The order of the records after `until`, which are not folded."""
+        for seq, _, decoded in items:
+            if decoded.__class__ is Observed and decoded.time is None:  # type: ignore[attr-defined]
+                rv = _rv_number(decoded.object.metadata.resource_version)  # type: ignore[attr-defined]
+                if rv >= 0 and self.order.check(decoded.object.__class__, rv, seq):  # type: ignore
+                    raise _OutOfOrder
+
+
+def _later(decoded: object, stop_time: str) -> bool:
+    """Whether the record is past `--until`'s time (an Ignored one never is)."""
+    cls = decoded.__class__
+    if cls is Ignored:
+        return False
+    when = decoded.time or (object_time(decoded.object) if cls is Observed else None)  # type: ignore[attr-defined]
+    return bool(when) and normalize(when) > stop_time
