@@ -1,7 +1,8 @@
 """One CLI convention, kubectl's, walked over the whole click tree so that it cannot drift.
 
-Every `vcbus` command is found by walking `vcbus.cli.main.cli`; a new command must either follow
-the rules below or be named in an allow-list here, with the reason (docs/cli.md "Conventions"):
+Every `vcbus` command is found by walking `vcbus.cli.main.cli` (through list_commands/get_command,
+as its commands are loaded lazily); a new command must either follow the rules below or be named
+in an allow-list here, with the reason (docs/cli.md "Conventions"):
 
 - `-o/--output` is kubectl's output format: a choice that offers json and yaml, `name` where
   what is printed has names, `wide` where the default is a table; `--json` is an alias of
@@ -79,7 +80,10 @@ CLUSTER_COMMANDS = {
 
 
 def commands(group: click.Group = cli, path: tuple[str, ...] = ()):
-    for name, sub in sorted(group.commands.items()):
+    ctx = click.Context(group)  # through list_commands/get_command: the top level's commands are loaded lazily
+    for name in group.list_commands(ctx):
+        sub = group.get_command(ctx, name)
+        assert sub is not None, (path, name)
         if isinstance(sub, click.Group):
             yield from commands(sub, (*path, name))
         else:

@@ -45,14 +45,20 @@ def completion(ctx: click.Context, shell: str) -> None:
 # ---------------------------------------------------------------------- the tree
 
 
+def children(group: click.Command) -> list[tuple[str, click.Command]]:
+    """A group's visible subcommands, sorted, through list_commands/get_command (so lazy ones are loaded)."""
+    if not isinstance(group, click.Group):
+        return []
+    ctx = click.Context(group)
+    found = ((name, group.get_command(ctx, name)) for name in group.list_commands(ctx))
+    return sorted(((name, cmd) for name, cmd in found if cmd is not None and not cmd.hidden), key=lambda row: row[0])
+
+
 def walk(command: click.Command, path: tuple[str, ...] = ("vcbus",)):
     """(path, command) for the root and every subcommand, depth first, hidden ones left out."""
     yield path, command
-    if isinstance(command, click.Group):
-        for name in sorted(command.commands):
-            sub = command.commands[name]
-            if not sub.hidden:
-                yield from walk(sub, (*path, name))
+    for name, sub in children(command):
+        yield from walk(sub, (*path, name))
 
 
 def _options(command: click.Command) -> list[click.Option]:
@@ -84,9 +90,7 @@ def _words(words) -> str:
 
 
 def _subcommands(command: click.Command) -> list[str]:
-    if not isinstance(command, click.Group):
-        return []
-    return sorted(n for n, c in command.commands.items() if not c.hidden)
+    return [name for name, _ in children(command)]
 
 
 # ---------------------------------------------------------------------- bash / zsh
@@ -233,8 +237,7 @@ def fish_script(root: click.Command) -> str:
         arg_choices = [c for p in cmd.params if isinstance(p, click.Argument) for c in _choices(p)]
         if arg_choices:
             lines.append(f"complete -c vcbus {cond} -a {_fish_quote(' '.join(arg_choices))}")
-        for name in _subcommands(cmd):
-            sub = cmd.commands[name]  # type: ignore[attr-defined]
+        for name, sub in children(cmd):
             lines.append(f"complete -c vcbus {cond} -a {name} -d {_fish_quote(_first_line(sub.get_short_help_str(80)))}")
         for o in _options(cmd):
             flags = " ".join(f"-l {n[2:]}" if n.startswith("--") else f"-s {n[1:]}" for n in _names(o))
