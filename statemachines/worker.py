@@ -30,12 +30,6 @@ from statemachines.policies import INTERNAL_ANSWERS, Request, resolve
 from statemachines.timers.rules import Timer, cancels_on_execute
 from statemachines.timers.scheduling import rule_a, rule_b, schedule
 
-# `process` makes ActionResolved by position, in this order of its fields
-assert o.ActionResolved.__struct_fields__ == (
-    "job", "seq", "time", "event", "exit_code", "task", "pod", "action", "policy", "delay", "phase", "reason",
-    "explain", "policy_text",
-), o.ActionResolved.__struct_fields__
-
 MAX_FOLLOWUPS = 16  # a phase change triggers one more pass; no chain in Volcano's graph is longer
 JOB_TARGETS = {Action.RESTART_TASK: "task", Action.RESTART_POD: "pod", Action.RESTART_PARTITION: "partition"}
 # The phase tables keyed by plain str (a StrEnum member is slow to hash and compare), and the
@@ -84,23 +78,11 @@ def process(engine: Any, entry: JobEntry, req: Request) -> None:
     action = res.action
     policy = res.policy
     engine.executing = (req, res)
-    engine.out.append(  # engine.emit, inlined, by position (the order is asserted above): one of these per request
-        o.ActionResolved(
-            entry.key,  # job
-            engine.seq,  # seq
-            engine.now,  # time
-            req.event,  # event
-            req.exit_code,  # exit_code
-            req.task,  # task
-            req.pod,  # pod
-            action,  # action
-            policy,  # policy
-            res.delay_text,  # delay
-            status.state.phase,  # phase
-            res.reason,  # reason
-            res.explain,  # explain
-            "" if policy == "default" or policy[:1] not in ("j", "t") else policy_text(job, policy),  # policy_text
-        )
+    engine.emit(  # one of these per request
+        o.ActionResolved, entry,
+        event=req.event, exit_code=req.exit_code, task=req.task, pod=req.pod, action=action, policy=policy,
+        delay=res.delay_text, phase=status.state.phase, reason=res.reason, explain=res.explain,
+        policy_text="" if policy == "default" or policy[:1] not in ("j", "t") else policy_text(job, policy),
     )
     if action is _SYNC_MEMBER and res.delay == 0:  # the common case first: SyncJob at once, nothing to cancel
         # `execute`'s lookup and `run`'s syncJob, inlined (a call less on most requests)
