@@ -41,7 +41,7 @@ from statemachines.intake.jobs import on_job
 from statemachines.intake.podgroups import on_podgroup
 from statemachines.intake.pods import on_pod
 from statemachines.job.causes import phase_cause
-from statemachines.model.objects import Command, Job, Pod, PodGroup, Queue, job_key
+from statemachines.model.objects import OWNER_KINDS, Command, Job, Pod, PodGroup, Queue, job_key
 from statemachines.model.record_time import object_time
 from statemachines.model.records import Decoded, Ignored, TimerRecord
 from statemachines.model.status import JobStatus
@@ -208,6 +208,8 @@ class Engine:
         elif kind is Command:
             on_command(self, record.type, obj)  # type: ignore[union-attr]
             self.queue_controller.command(record.type, obj)  # type: ignore[union-attr]
+        elif kind in OWNER_KINDS:
+            self.podgroup_controller.owner(record.type, obj)  # type: ignore[union-attr]
         heap = self.timers.heap  # firing may have replaced the list (`TimerHeap.take` rebuilds it)
         if by_time and heap and heap[0][0] <= self.now:
             self.fire_due(self.now)  # a delay <= 0 fires at once, right after the request that set it

@@ -179,3 +179,128 @@ def test_the_commands_are_stamped_with_the_record_and_decode_back_typed():
     assert [(x.seq, x.time) for x in out] == [(1, "2026-12-01T10:00:05Z")] * 2
     for x in out:
         assert o.command_decoder.decode(o.encoder.encode(x)) == x
+
+
+# ---------------------------------------------------------------- the owners' annotations
+
+
+def replica_set(rtype: str = "ADDED", name: str = "web-5d8f", uid: str = RS_UID, annotations: dict | None = None,
+                kind: str = "ReplicaSet") -> bytes:
+    meta: dict[str, Any] = {"name": name, "namespace": NS, "uid": uid, "resourceVersion": "9",
+                            "creationTimestamp": "2026-12-01T09:59:00Z"}
+    if annotations is not None:
+        meta["annotations"] = annotations
+    return record(rtype, {"apiVersion": "apps/v1", "kind": kind, "metadata": meta,
+                          "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}}}})
+
+
+def created_after(owners: list[bytes], pod: dict[str, Any]) -> dict[str, Any]:
+    out = run([*owners, record("ADDED", pod)])
+    assert [type(x) for x in out] == [o.CreateWorkloadPodGroup, o.AnnotatePodGroupName], out
+    return out[0].podgroup
+
+
+def cpus(n: int) -> dict[str, str]:
+    return {"count/pods": str(n), "cpu": str(n), "pods": str(n), "requests.cpu": str(n)}
+
+
+# (case, owner annotations, pod annotations, PodGroup annotations, minMember) - Volcano's
+# Test_pgcontroller_buildPodGroupFromPod scenarios 2 and 3 and TestAddPodGroup's "pod owners with
+# group-min-member annotation", restated
+INHERITED = [
+    ("min-member 3, a volcano.sh/ key inherited, the pod's jdb-min-available over the owner's",
+     {"scheduling.volcano.sh/group-min-member": "3", "volcano.sh/custom-key": "custom-value",
+      "volcano.sh/jdb-min-available": "2"},
+     {"volcano.sh/jdb-min-available": "1"},
+     {"volcano.sh/custom-key": "custom-value", "volcano.sh/jdb-min-available": "1"}, 3),
+    ("the owner's jdb-max-unavailable inherited",
+     {"scheduling.volcano.sh/group-min-member": "3", "volcano.sh/jdb-max-unavailable": "20%"}, None,
+     {"volcano.sh/jdb-max-unavailable": "20%"}, 3),
+    ("min-member 2; keys without the volcano.sh/ prefix (the owner's queue-name too) are not copied",
+     {"scheduling.volcano.sh/group-min-member": "2", "scheduling.volcano.sh/queue-name": "q1", "app": "x",
+      "volcano.sh/preemptable": "false"},
+     {"volcano.sh/preemptable": "true"}, {"volcano.sh/preemptable": "true"}, 2),
+    ("min-member 0 is taken: minMember 0, minResources empty",
+     {"scheduling.volcano.sh/group-min-member": "0"}, None, None, 0),
+    ("a signed number is a number to ParseInt", {"scheduling.volcano.sh/group-min-member": "+4"}, None, None, 4),
+    ("negative: 1", {"scheduling.volcano.sh/group-min-member": "-2"}, None, None, 1),
+    ("not a number: 1", {"scheduling.volcano.sh/group-min-member": "three"}, None, None, 1),
+    ("spaces: 1", {"scheduling.volcano.sh/group-min-member": " 3"}, None, None, 1),
+    ("beyond int32: 1", {"scheduling.volcano.sh/group-min-member": "2147483648"}, None, None, 1),
+    ("no annotations: 1", None, None, None, 1),
+]
+
+
+@pytest.mark.parametrize("case,owner,pod_notes,notes,members", INHERITED, ids=[c[0] for c in INHERITED])
+def test_the_owners_annotations_are_read_as_volcano_reads_them(case, owner, pod_notes, notes, members):
+    pg = created_after([replica_set(annotations=owner)], plain_pod(owners=[RS_REF], annotations=pod_notes))
+    assert pg["metadata"].get("annotations") == notes
+    assert pg["spec"]["minMember"] == members
+    assert pg["spec"]["minResources"] == (cpus(members) if members else {})
+    assert "queue" not in pg["spec"]
+
+
+def test_every_owner_kind_is_read_and_the_first_owner_wins_a_key():
+    sts_ref = {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "db", "uid": "sts-uid", "controller": True}
+    ds_ref = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent", "uid": "ds-uid"}
+    owners = [replica_set(kind="StatefulSet", name="db", uid="sts-uid",
+                          annotations={"scheduling.volcano.sh/group-min-member": "2", "volcano.sh/a": "sts"}),
+              replica_set(kind="DaemonSet", name="agent", uid="ds-uid",
+                          annotations={"scheduling.volcano.sh/group-min-member": "5", "volcano.sh/a": "ds",
+                                       "volcano.sh/b": "ds"})]
+    pg = created_after(owners, plain_pod(owners=[sts_ref, ds_ref]))
+    assert pg["spec"]["minMember"] == 2
+    assert pg["metadata"]["annotations"] == {"volcano.sh/a": "sts", "volcano.sh/b": "ds"}
+    assert pg["metadata"]["name"] == "podgroup-sts-uid"
+
+
+def test_an_owner_of_another_namespace_or_name_is_not_read():
+    other = record("ADDED", {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {
+        "name": "web-5d8f", "namespace": "elsewhere", "uid": "x", "annotations": {"scheduling.volcano.sh/group-min-member": "3"}}})
+    out = run([other, replica_set(name="web-other", uid="y", annotations={"scheduling.volcano.sh/group-min-member": "3"}),
+               replica_set(annotations={}), record("ADDED", plain_pod(owners=[RS_REF]))])
+    assert out[0].podgroup["spec"]["minMember"] == 1
+
+
+def test_a_pod_before_its_owner_waits_for_the_owners_record():
+    """The watches are apart: a pod can come before its ReplicaSet, which Volcano's Get would have found."""
+    records = [replica_set(name="web-other", uid="y"),  # the log carries ReplicaSets
+               record("ADDED", plain_pod("web-0", f"{POD_UID[:-1]}0", owners=[RS_REF]), time="2026-12-01T10:00:01Z"),
+               record("ADDED", plain_pod("web-1", f"{POD_UID[:-1]}1", owners=[RS_REF]), time="2026-12-01T10:00:01Z"),
+               replica_set(annotations={"scheduling.volcano.sh/group-min-member": "3"})]
+    engine = Engine()
+    decided = [[type(x).__name__ for x in engine.apply(seq, decode(data))
+                if isinstance(x, (o.CreateWorkloadPodGroup, o.AnnotatePodGroupName))]
+               for seq, data in enumerate(records, 1)]
+    assert decided == [[], [], [], ["CreateWorkloadPodGroup", "AnnotatePodGroupName", "AnnotatePodGroupName"]]
+    out = run(records)
+    assert out[0].podgroup["spec"]["minMember"] == 3 and out[0].seq == 4
+    assert [x.name for x in out[1:]] == ["web-0", "web-1"]
+
+
+def test_a_pod_whose_owner_is_deleted_is_handled_without_it():
+    """Volcano's Get of a deleted owner fails: the PodGroup is built without its annotations."""
+    records = [replica_set(name="web-other", uid="y"),
+               record("ADDED", plain_pod(owners=[RS_REF])),
+               replica_set("DELETED", annotations={"scheduling.volcano.sh/group-min-member": "3"})]
+    out = run(records)
+    assert [type(x) for x in out] == [o.CreateWorkloadPodGroup, o.AnnotatePodGroupName]
+    assert out[0].podgroup["spec"]["minMember"] == 1
+    later = run([*records, record("ADDED", plain_pod("q", f"{POD_UID[:-1]}q", owners=[RS_REF]))])
+    assert [x.name for x in later if isinstance(x, o.AnnotatePodGroupName)] == ["p", "q"]
+
+
+def test_a_log_without_owners_of_that_kind_does_not_wait():
+    """A log recorded before vcbus watched ReplicaSets: Volcano's failed Get, no wait."""
+    out = run([replica_set(kind="StatefulSet", name="db", uid="s"), record("ADDED", plain_pod(owners=[RS_REF]))])
+    assert [type(x) for x in out] == [o.CreateWorkloadPodGroup, o.AnnotatePodGroupName]
+
+
+def test_an_owners_annotations_changing_later_change_nothing():
+    """Volcano updates a PodGroup only from a pod without the group-name annotation; every pod has it."""
+    out = run([replica_set(annotations={"scheduling.volcano.sh/group-min-member": "2"}),
+               record("ADDED", plain_pod(owners=[RS_REF])),
+               replica_set("MODIFIED", annotations={"scheduling.volcano.sh/group-min-member": "3"}),
+               record("ADDED", plain_pod("q", f"{POD_UID[:-1]}q", owners=[RS_REF]))])
+    assert [type(x).__name__ for x in out] == ["CreateWorkloadPodGroup", "AnnotatePodGroupName", "AnnotatePodGroupName"]
+    assert out[0].podgroup["spec"]["minMember"] == 2

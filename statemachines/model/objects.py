@@ -246,7 +246,29 @@ class Command(Struct, frozen=True, tag_field="kind", tag="Command", rename="came
     message: str = ""
 
 
-KnownObject = Union[Job, Pod, PodGroup, Queue, Command]
+# ---------------------------------------------------------------- a pod's owners
+
+
+class ReplicaSet(Struct, frozen=True, tag_field="kind", tag="ReplicaSet", rename="camel", gc=False):
+    """What Volcano's podgroup controller reads of a pod's owner: its annotations (statemachines/podgroups/)."""
+
+    api_version: str = ""
+    metadata: Meta = Meta()
+
+
+class StatefulSet(Struct, frozen=True, tag_field="kind", tag="StatefulSet", rename="camel", gc=False):
+    api_version: str = ""
+    metadata: Meta = Meta()
+
+
+class DaemonSet(Struct, frozen=True, tag_field="kind", tag="DaemonSet", rename="camel", gc=False):
+    api_version: str = ""
+    metadata: Meta = Meta()
+
+
+OWNER_KINDS = (ReplicaSet, StatefulSet, DaemonSet)
+
+KnownObject = Union[Job, Pod, PodGroup, Queue, Command, ReplicaSet, StatefulSet, DaemonSet]
 
 # The API groups whose objects we act on; the same `kind` in another group
 # (a `batch/v1` Job, say) is counted as ignored.
@@ -256,6 +278,9 @@ API_VERSIONS = {
     "PodGroup": "scheduling.volcano.sh/v1beta1",
     "Queue": "scheduling.volcano.sh/v1beta1",
     "Command": "bus.volcano.sh/v1alpha1",
+    "ReplicaSet": "apps/v1",
+    "StatefulSet": "apps/v1",
+    "DaemonSet": "apps/v1",
 }
 
 JOB_API_VERSION = API_VERSIONS["Job"]

@@ -4,7 +4,7 @@ This is the pure half of reading a log (the I/O half, which finds record
 boundaries in files and streams, is `vcbus.watchlog`). One record decodes to:
 
 - `Observed`: a watch event of a kind the controller reads (Job, Pod, PodGroup,
-  Queue, Command), its object decoded into a view of `statemachines.model.objects`;
+  Queue, Command, and a pod's owners ReplicaSet, StatefulSet, DaemonSet), its object decoded into a view of `statemachines.model.objects`;
 - `Ignored`: a valid record of another kind, a BOOKMARK, or the same kind in
   another API group (`batch/v1` Job);
 - `TimerRecord`: a delayed action firing, as the bus log stores it;
@@ -83,7 +83,7 @@ _timer = msgspec.json.Decoder(_TimerEnvelope)
 _generic = msgspec.json.Decoder()
 
 
-NAMESPACED = frozenset({"Job", "Pod", "PodGroup", "Command"})
+NAMESPACED = frozenset({"Job", "Pod", "PodGroup", "Command", "ReplicaSet", "StatefulSet", "DaemonSet"})
 
 
 def decode(data: bytes) -> Decoded:

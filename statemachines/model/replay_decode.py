@@ -26,6 +26,7 @@ from msgspec import UNSET, Raw, Struct, UnsetType
 from statemachines.model.objects import (
     API_VERSIONS,
     Command,
+    DaemonSet,
     Job,
     JobSpec,
     JobStatusView,
@@ -34,6 +35,8 @@ from statemachines.model.objects import (
     Pod,
     PodGroup,
     Queue,
+    ReplicaSet,
+    StatefulSet,
 )
 from statemachines.model.records import NAMESPACED, Decoded, Observed, checked_times, decode
 from statemachines.model.timestamps import INVALID, object_time_if_valid
@@ -50,7 +53,7 @@ _WatchType = Literal["ADDED", "MODIFIED", "DELETED"]  # decoded as these very st
 
 class _LightEnvelope(Struct, gc=False):
     type: _WatchType
-    object: Union[_JobLight, Pod, PodGroup, Queue, Command]
+    object: Union[_JobLight, Pod, PodGroup, Queue, Command, ReplicaSet, StatefulSet, DaemonSet]
     time: str | None = None
 
 
@@ -246,5 +249,5 @@ def _checked_env(rtype: str, obj: KnownObject, when: str | None, data: bytes) ->
     return Observed(rtype, obj, when, (), at)
 
 
-_API_OF = {cls: API_VERSIONS[cls.__name__] for cls in (Job, Pod, PodGroup, Queue, Command)}
+_API_OF = {cls: API_VERSIONS[cls.__name__] for cls in (Job, Pod, PodGroup, Queue, Command, ReplicaSet, StatefulSet, DaemonSet)}
 _NAMESPACED = frozenset(cls for cls in _API_OF if cls.__name__ in NAMESPACED)

@@ -17,10 +17,20 @@ Both are keyed `<namespace>/<podgroup>`, the key the scheduler gives a PodGroup 
 so the create and the pods' annotations are applied in that order (one lane per key). A pod
 only ever changes when it is ADDED (Volcano registers no update handler for pods).
 
-Not here (docs/fidelity.md): Volcano's ReplicaSet and StatefulSet handlers (a PodGroup updated
-when its owner's pod template changes, deleted when the owner scales to 0) need those kinds,
-which vcbus does not watch; the owner's annotations likewise (manifest.py). The PodGroup is
-deleted with its owner by Kubernetes' garbage collector, through its ownerReferences.
+The owners (`getAnnotationsFromUpperRes`, a live Get of each ReplicaSet, StatefulSet or DaemonSet
+the pod names): the fold keeps the annotations of the latest record of each, and builds the
+PodGroup with them (manifest.py). The watches of pods and of their owners are apart, so a pod can
+come before its owner, which Volcano's Get would have found: once the log has shown an owner of
+that kind, a pod whose controlling owner of that kind the log has not shown yet waits for it (its
+ADDED, or its DELETED: Volcano's Get failing). A log with no owner of that kind (one recorded
+before vcbus watched them) is Volcano's failed Get: no wait, no owner annotations.
+
+No update when an owner's annotations change, as Volcano: its ReplicaSet and StatefulSet update
+handlers (`addReplicaSet`, `addStatefulSet`) create or update the PodGroup only from a pod without
+a `scheduling.k8s.io/group-name` annotation, and the pod handler has annotated every pod of the
+PodGroup; a PodGroup is built once, from its first pod. Not here (docs/fidelity.md): those
+handlers' deletion of the PodGroup when the owner scales to 0 replicas. The PodGroup is deleted
+with its owner by Kubernetes' garbage collector, through its ownerReferences.
 """
 
 from __future__ import annotations
@@ -29,7 +39,9 @@ from typing import Any
 
 from statemachines import outputs as o
 from statemachines.model.objects import Pod, PodGroup
-from statemachines.podgroups.manifest import GROUP_NAME, PREFIX, build_podgroup, podgroup_name
+from statemachines.podgroups.manifest import (
+    GROUP_NAME, PREFIX, build_podgroup, controller_reference, owner_annotations, podgroup_name,
+)
 
 SCHEDULER_NAMES = ("volcano",)  # Volcano's default --scheduler-name
 
@@ -41,6 +53,27 @@ class PodGroupController:
         self.host = host
         self.scheduler_names = scheduler_names
         self.known: set[str] = set()  # "<ns>/<name>" of `podgroup-` PodGroups the log shows or we asked for
+        # namespace -> (kind, name) -> annotations: the pods' owners the log shows
+        self.owners: dict[str, dict[tuple[str, str], dict[str, str]]] = {}
+        self.owner_kinds: set[str] = set()  # the owner kinds the log has shown at least once
+        # (namespace, kind, name) of an owner not shown yet -> its pods waiting for it, in order
+        self.waiting: dict[tuple[str, str, str], list[Pod]] = {}
+        self.gone: set[tuple[str, str, str]] = set()  # owners the log has shown DELETED: none to wait for
+
+    def owner(self, rtype: str, obj: Any) -> None:
+        """A ReplicaSet, StatefulSet or DaemonSet record: keep its annotations; release its waiting pods."""
+        meta = obj.metadata
+        kind = obj.__class__.__name__
+        self.owner_kinds.add(kind)
+        in_ns = self.owners.setdefault(meta.namespace, {})
+        if rtype == "DELETED":
+            in_ns.pop((kind, meta.name), None)
+            self.gone.add((meta.namespace, kind, meta.name))
+        else:
+            in_ns[(kind, meta.name)] = dict(meta.annotations or {})
+            self.gone.discard((meta.namespace, kind, meta.name))
+        for pod in self.waiting.pop((meta.namespace, kind, meta.name), ()):
+            self.pod_added(pod)
 
     def pod_added(self, pod: Pod) -> None:
         if pod.spec.scheduler_name not in self.scheduler_names:
@@ -51,12 +84,19 @@ class PodGroupController:
         name = podgroup_name(pod)
         if not name:
             return  # no uid to name it by: not a pod the API server made
+        ref = controller_reference(pod)
+        owners = self.owners.get(meta.namespace, {})
+        if (ref is not None and ref.kind in self.owner_kinds and (ref.kind, ref.name) not in owners
+                and (meta.namespace, ref.kind, ref.name) not in self.gone):
+            self.waiting.setdefault((meta.namespace, ref.kind, ref.name), []).append(pod)
+            return  # its owner's record is still to come
         host = self.host
         key = f"{meta.namespace}/{name}"
         if key not in self.known:
             self.known.add(key)
+            podgroup = build_podgroup(pod, name, owner_annotations(pod, owners))
             host.out.append(o.CreateWorkloadPodGroup(job=key, seq=host.seq, time=host.now, name=name, pod=meta.name,
-                                                     pod_uid=meta.uid, podgroup=build_podgroup(pod, name)))
+                                                     pod_uid=meta.uid, podgroup=podgroup))
         host.out.append(o.AnnotatePodGroupName(job=key, seq=host.seq, time=host.now, name=meta.name, uid=meta.uid,
                                                podgroup=name))
 

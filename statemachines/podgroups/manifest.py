@@ -10,20 +10,25 @@ Volcano: `buildPodGroupFromPod`, `newPGOwnerReferences` and `parseNetworkTopolog
   else `podgroup-<pod uid>`;
 - ownerReferences: the pod's own when one of them is a controller (the PodGroup goes with that
   owner), else a controller reference to the pod (it goes with the pod);
-- `minMember` 1, `minResources` one pod's quota usage, `priorityClassName` the pod's, `queue`
-  from the pod's `scheduling.volcano.sh/queue-name` annotation (absent: the CRD's default,
-  `default`); status phase Pending;
-- copied from the pod: the annotations `volcano.sh/preemptable`, `volcano.sh/cooldown-time`,
-  `volcano.sh/revocable-zone`, `volcano.sh/jdb-min-available` (else
+- the owners' annotations (Volcano's `--inherit-owner-annotations`, on by default;
+  `getAnnotationsFromUpperRes`): those of each ownerReference of kind ReplicaSet, StatefulSet or
+  DaemonSet the log has shown, the first owner's value winning a key both have;
+- `minMember` from the owners' `scheduling.volcano.sh/group-min-member` (`getMinMemberFromUpperRes`:
+  Go's `ParseInt(_, 10, 32)`; absent, not a number, out of range or negative: 1; "0" is 0),
+  `minResources` one pod's quota usage `minMember` times (`CalTaskRequests`; 0 times: `{}`),
+  every owner annotation whose key starts with `volcano.sh/` (`AnnotationPrefix`) copied
+  (`inheritUpperAnnotations`);
+- `priorityClassName` the pod's, `queue` from the pod's `scheduling.volcano.sh/queue-name`
+  annotation (absent: the CRD's default, `default`; an owner's queue-name is not read: it is no
+  `volcano.sh/` key); status phase Pending;
+- copied from the pod, over the owners' values: the annotations `volcano.sh/preemptable`,
+  `volcano.sh/cooldown-time`, `volcano.sh/revocable-zone`, `volcano.sh/jdb-min-available` (else
   `volcano.sh/jdb-max-unavailable`), the labels `volcano.sh/preemptable` and
   `volcano.sh/cooldown-time`, and `spec.networkTopology` from
   `volcano.sh/network-topology-mode` / `-highest-tier`.
 
-Not done (docs/fidelity.md): Volcano, with `--inherit-owner-annotations` (its default), also
-reads the owner's annotations (`scheduling.volcano.sh/group-min-member` as `minMember`, every
-`scheduling.volcano.sh/` annotation copied). vcbus does not watch ReplicaSets, StatefulSets,
-DaemonSets or batch Jobs, so it builds what Volcano builds for an owner without them (or with
-`--inherit-owner-annotations=false`): `minMember` 1.
+Not done (docs/fidelity.md): the annotations of a batch Job owner (Volcano reads them too; vcbus
+does not watch batch/v1 Jobs: their kind is the vcjob's tag in the log's decoding).
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ import re
 
 import msgspec
 
-from statemachines.admission.quantity import print_list
+from statemachines.admission.quantity import add_lists, print_list
 from statemachines.admission.resources import pod_quota_usage
 from statemachines.model.objects import Pod
 
@@ -50,6 +55,9 @@ TOPOLOGY_MODE = "volcano.sh/network-topology-mode"
 TOPOLOGY_TIER = "volcano.sh/network-topology-highest-tier"
 COPIED_ANNOTATIONS = (PREEMPTABLE, COOLDOWN_TIME, REVOCABLE_ZONE)
 COPIED_LABELS = (PREEMPTABLE, COOLDOWN_TIME)
+MIN_MEMBER = "scheduling.volcano.sh/group-min-member"  # VolcanoGroupMinMemberAnnotationKey
+INHERITED_PREFIX = "volcano.sh/"  # scheduling/v1beta1 AnnotationPrefix
+OWNER_KINDS = ("ReplicaSet", "DaemonSet", "StatefulSet")  # getAnnotationsFromUpperRes (and "Job": not watched)
 API_VERSION = "scheduling.volcano.sh/v1beta1"
 
 _decode_any = msgspec.json.Decoder()
@@ -81,8 +89,9 @@ def owner_references(pod: Pod) -> list[dict[str, Any]]:
              "controller": True, "blockOwnerDeletion": True}]
 
 
-def quota_usage(pod: Pod) -> dict[str, str]:
-    """One pod's quota usage (Volcano's `GetPodQuotaUsage`), printed as a ResourceList."""
+def quota_usage(pod: Pod, times: int = 1) -> dict[str, str]:
+    """`CalTaskRequests`: one pod's quota usage (Volcano's `GetPodQuotaUsage`) added `times` times,
+    printed as a ResourceList."""
     spec = pod.spec
     fields = {
         "containers": _decode_any.decode(spec.containers),
@@ -90,7 +99,34 @@ def quota_usage(pod: Pod) -> dict[str, str]:
         "overhead": _decode_any.decode(spec.overhead),
         "resources": _decode_any.decode(spec.resources),
     }
-    return print_list(pod_quota_usage(fields))
+    usage = pod_quota_usage(fields)
+    total: dict = {}
+    for _ in range(times):
+        total = add_lists(total, usage)
+    return print_list(total)
+
+
+def owner_annotations(pod: Pod, owners: dict[tuple[str, str], dict[str, str]]) -> dict[str, str]:
+    """`getAnnotationsFromUpperRes`: the annotations of the pod's owners, by ownerReference order, the
+    first one's value kept. `owners`: `(kind, name)` -> annotations, the owners of the pod's namespace
+    the log has shown (an owner it has not shown is Volcano's failed Get: skipped)."""
+    result: dict[str, str] = {}
+    for ref in pod.metadata.owner_references or ():
+        if ref.kind and ref.name:
+            for k, v in owners.get((ref.kind, ref.name), {}).items():
+                result.setdefault(k, v)
+    return result
+
+
+def min_member(annotations: dict[str, str]) -> int:
+    """`getMinMemberFromUpperRes`: `strconv.ParseInt(value, 10, 32)`, 1 when it fails or is negative."""
+    value = annotations.get(MIN_MEMBER)
+    if value is None or not _ATOI.fullmatch(value):
+        return 1
+    number = int(value)
+    if not -(2 ** 31) <= number < 2 ** 31 or number < 0:
+        return 1
+    return number
 
 
 def network_topology(annotations: dict[str, str]) -> dict[str, Any] | None:
@@ -106,12 +142,15 @@ def network_topology(annotations: dict[str, str]) -> dict[str, Any] | None:
     return result
 
 
-def build_podgroup(pod: Pod, name: str) -> dict[str, Any]:
-    """`buildPodGroupFromPod`, without the owner's annotations (module docstring)."""
+def build_podgroup(pod: Pod, name: str, owners: dict[str, str] | None = None) -> dict[str, Any]:
+    """`buildPodGroupFromPod`; `owners`: the owners' annotations (`owner_annotations`)."""
     meta = pod.metadata
     notes = meta.annotations or {}
     labels = meta.labels or {}
-    annotations = {k: notes[k] for k in COPIED_ANNOTATIONS if k in notes}
+    owners = owners or {}
+    members = min_member(owners)
+    annotations = {k: v for k, v in owners.items() if k.startswith(INHERITED_PREFIX)}
+    annotations.update({k: notes[k] for k in COPIED_ANNOTATIONS if k in notes})
     if JDB_MIN_AVAILABLE in notes:
         annotations[JDB_MIN_AVAILABLE] = notes[JDB_MIN_AVAILABLE]
     elif JDB_MAX_UNAVAILABLE in notes:
@@ -122,7 +161,7 @@ def build_podgroup(pod: Pod, name: str) -> dict[str, Any]:
     copied_labels = {k: labels[k] for k in COPIED_LABELS if k in labels}
     if copied_labels:
         metadata["labels"] = copied_labels
-    spec: dict[str, Any] = {"minMember": 1, "minResources": quota_usage(pod)}
+    spec: dict[str, Any] = {"minMember": members, "minResources": quota_usage(pod, members)}
     if notes.get(QUEUE_NAME):  # "" is Go's omitted field: the CRD defaults it
         spec["queue"] = notes[QUEUE_NAME]
     if pod.spec.priority_class_name:
