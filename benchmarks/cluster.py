@@ -50,6 +50,7 @@ over vcbus's when Volcano runs (above 1: vcbus is faster), else `floor_ratio` of
 from __future__ import annotations
 
 import argparse
+import collections
 import concurrent.futures
 import json
 import os
@@ -144,6 +145,8 @@ class PodWatch:
         self.running: dict[str, float] = {}
         self.names: dict[str, str] = {}  # uid -> name
         self.gone: set[str] = set()
+        self.terminating: dict[str, float] = {}  # uid -> when first seen deleting (deletionTimestamp)
+        self.deleted: dict[str, float] = {}  # uid -> when DELETED
         self.error: BaseException | None = None
         self.lock = threading.Lock()
         self.closing = False
@@ -194,6 +197,9 @@ class PodWatch:
                 self.running.setdefault(uid, now)
             if ev.get("type") == "DELETED" or meta.get("deletionTimestamp"):
                 self.gone.add(uid)
+                self.terminating.setdefault(uid, now)
+            if ev.get("type") == "DELETED":
+                self.deleted.setdefault(uid, now)
 
     def live_running(self) -> dict[str, float]:
         """uid -> first Running time, of the pods not deleted."""
@@ -380,8 +386,43 @@ def bound_figures(watch: PodWatch, uids: set[str]) -> dict:
             "bound_p50_s": round(percentile(waits, 50), 2)}
 
 
-def run_gang(cluster: Cluster, system: System, size: dict) -> dict:
-    """W1, then W3 on the same jobs."""
+def restart_stages(watch: PodWatch, first: dict[str, float], failed_at: dict[str, float]) -> dict:
+    """Where a restart's time goes, from the pod watch: per job, seconds from its pod's failure to
+    the first and last old pod deleting, the last one gone, the first and last new pod ADDED, the
+    first new pod bound; medians over the jobs (`stage_*_p50_s`)."""
+    stages: dict[str, list[float]] = {}
+    with watch.lock:
+        old: dict[str, list[str]] = {}
+        new: dict[str, list[str]] = {}
+        for uid, name in watch.names.items():
+            job = name.rsplit("-", 2)[0]
+            if job in failed_at:
+                (old if uid in first else new).setdefault(job, []).append(uid)
+        for job, t0 in failed_at.items():
+            marks = {
+                "first_deleting": min((watch.terminating[u] for u in old.get(job, ()) if u in watch.terminating), default=None),
+                "last_deleting": max((watch.terminating[u] for u in old.get(job, ()) if u in watch.terminating), default=None),
+                "last_gone": max((watch.deleted[u] for u in old.get(job, ()) if u in watch.deleted), default=None),
+                "first_added": min((watch.added[u] for u in new.get(job, ())), default=None),
+                "last_added": max((watch.added[u] for u in new.get(job, ())), default=None),
+                "first_bound": min((watch.bound[u] for u in new.get(job, ()) if u in watch.bound), default=None),
+            }
+            for stage, t in marks.items():
+                if t is not None:
+                    stages.setdefault(stage, []).append(t - t0)
+    return {f"stage_{stage}_p50_s": round(statistics.median(ts), 2) for stage, ts in stages.items()}
+
+
+def most_pods_per_name(watch: PodWatch) -> int:
+    """The most pods (uids) seen under one name: 2 in W1 + W3 (one before the restart, one after);
+    more means a pod was created twice for one version."""
+    with watch.lock:
+        per_name = collections.Counter(watch.names.values())
+    return max(per_name.values(), default=0)
+
+
+def run_gang(cluster: Cluster, system: System, size: dict, stage: Callable[[str], None] = lambda _: None) -> dict:
+    """W1, then W3 on the same jobs; `stage("W3")` as W3 begins (a profile starts a new file)."""
     n = size["jobs"] * size["replicas"]
     watch = PodWatch(cluster.api)
     try:
@@ -401,6 +442,7 @@ def run_gang(cluster: Cluster, system: System, size: dict) -> dict:
             for uid in first:
                 job = watch.names[uid].rsplit("-", 2)[0]
                 by_job.setdefault(job, uid)
+        stage("W3")
         cpu0 = system.cpu()
         failed_at: dict[str, float] = {}
         for job, uid in sorted(by_job.items()):
@@ -427,7 +469,8 @@ def run_gang(cluster: Cluster, system: System, size: dict) -> dict:
         back = wait_for(f"every job restarted and running again ({system.name})", recovered, check=check)
         w3 = {"recovery_p50_s": round(statistics.median(back[j] - failed_at[j] for j in by_job), 2),
               "all_running_s": round(max(back.values()) - min(failed_at.values()), 2),
-              "cpu_s": round(system.cpu() - cpu0, 2)}
+              "cpu_s": round(system.cpu() - cpu0, 2), **restart_stages(watch, first, failed_at),
+              "most_pods_per_name": most_pods_per_name(watch)}
         return {"W1": w1, "W3": w3}
     finally:
         watch.close()
@@ -551,6 +594,11 @@ def start_profile(system: System, into: pathlib.Path) -> subprocess.Popen:
                             stderr=subprocess.DEVNULL)
 
 
+def stop_profile(spy: subprocess.Popen) -> None:
+    spy.send_signal(signal.SIGINT)
+    spy.wait(timeout=60)
+
+
 def one_round(kind: str, size: dict, tmp: pathlib.Path, volcano_bin: pathlib.Path | None, extra: list[str],
               concurrency: int, log: Callable[[str], None], workloads: tuple[str, ...] = WORKLOADS,
               profile: pathlib.Path | None = None) -> dict:
@@ -577,10 +625,17 @@ def one_round(kind: str, size: dict, tmp: pathlib.Path, volcano_bin: pathlib.Pat
             spy = None
             if profile is not None and kind == "vcbus":
                 spy = start_profile(system, profile / f"{workload}-{os.getpid()}-{time.time_ns()}.txt")
-            got = {"gang": run_gang, "small": run_small, "seed": run_seed}[workload](cluster, system, size)
+
+            def stage(name: str) -> None:  # a profile of each stage of its own (W1 and W3 of the gang run)
+                nonlocal spy
+                if spy is not None and profile is not None:
+                    stop_profile(spy)
+                    spy = start_profile(system, profile / f"{workload}-{name}-{os.getpid()}-{time.time_ns()}.txt")
+
+            run = {"gang": run_gang, "small": run_small, "seed": run_seed}[workload]
+            got = run(cluster, system, size, stage) if workload == "gang" else run(cluster, system, size)
             if spy is not None:
-                spy.send_signal(signal.SIGINT)
-                spy.wait(timeout=60)
+                stop_profile(spy)
                 assert isinstance(system, Vcbus)
                 with urllib.request.urlopen(f"http://{system.metrics}/metrics", timeout=30) as resp:
                     (profile / f"{workload}-{os.getpid()}-metrics.txt").write_bytes(resp.read())

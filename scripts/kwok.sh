@@ -9,9 +9,18 @@
 #   1. $KWOK_BIN, if it is an executable file (e.g. a release binary of the same version).
 #   2. ${XDG_CACHE_HOME:-~/.cache}/vcbus/kwok/<version>/kwok with a VERSIONS stamp matching the
 #      pin (a cache: a second run returns immediately).
-#   3. Build it into that cache with `GOBIN=<tmp> go install sigs.k8s.io/kwok/cmd/kwok@v<version>`
-#      (kwok's go.mod has no replace directives, so `go install mod@version` works; needs Go and
-#      the Go module proxy; a few minutes on a small machine with a cold build cache).
+#   3. Build it into that cache from the sigs.k8s.io/kwok module of the Go module proxy (`go mod
+#      download`, then `go build ./cmd/kwok` in a copy; needs Go and the proxy; a few minutes on a
+#      small machine with a cold build cache), with one change (KWOK_PATCH in envtest-versions.env names it).
+#
+# The one change: kwok's pod controller deletes a pod by name alone (DeleteOptions with a grace
+# period of 0 and no precondition, pkg/kwok/controllers/pod_controller.go). A real kubelet deletes
+# with the pod's uid as a precondition (pkg/kubelet/status/status_manager.go; kubernetes/kubernetes
+# #25224, "so that kubelet won't delete pods with different uid but the same name"). Without it, a
+# delete kwok queued for a pod that is already gone (it gets one per event of a terminating pod, and
+# plays them seconds late under load) deletes the new pod a controller created under the same name:
+# a vcjob restart's pods (same names, new uids) were deleted again, some twice, in the cluster
+# benchmark's W3. The build adds the uid precondition, as the kubelet sends it.
 #
 # The version comes from scripts/envtest-versions.env (KWOK_VERSION), the one place pinning the
 # test binaries; it is the version Volcano's benchmark installs (benchmark/README.md).
@@ -39,8 +48,11 @@ kwok: no kwok binary available.
 EOF
 }
 
+: "${KWOK_PATCH:?KWOK_PATCH missing in envtest-versions.env}"
+
 stamp_ok() {
-  [[ -x "$1/kwok" && -f "$1/VERSIONS" ]] && grep -qx "KWOK_VERSION=$KWOK_VERSION" "$1/VERSIONS"
+  [[ -x "$1/kwok" && -f "$1/VERSIONS" ]] && grep -qx "KWOK_VERSION=$KWOK_VERSION" "$1/VERSIONS" \
+    && grep -qx "KWOK_PATCH=$KWOK_PATCH" "$1/VERSIONS"
 }
 
 if [[ -n "${KWOK_BIN:-}" ]]; then
@@ -84,15 +96,23 @@ work="$(mktemp -d "${TMPDIR:-/tmp}/vcbus-kwok.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 
 t_start=$SECONDS
-log "building sigs.k8s.io/kwok/cmd/kwok@v$KWOK_VERSION into $dest (one-off)"
+log "building sigs.k8s.io/kwok/cmd/kwok@v$KWOK_VERSION ($KWOK_PATCH) into $dest (one-off)"
+src="$(GOFLAGS=-mod=mod go mod download -json "sigs.k8s.io/kwok@v$KWOK_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
+[[ -d "$src" ]] || { log "go mod download of sigs.k8s.io/kwok@v$KWOK_VERSION gave no directory"; exit 1; }
+cp -r "$src" "$work/src"
+chmod -R u+w "$work/src"
+ctl="$work/src/pkg/kwok/controllers/pod_controller.go"
+call='c.typedClient.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, deleteOpt)'
+grep -qF "$call" "$ctl" || { log "$ctl no longer has the delete this build changes ($call): review KWOK_PATCH"; exit 1; }
+sed -i "s|$call|c.typedClient.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: deleteOpt.GracePeriodSeconds, Preconditions: metav1.NewUIDPreconditions(string(pod.UID))})|" "$ctl"
 # As kwok's release build (hack/releases.sh) does, minus its image tags: static, stripped, and
 # the version it reports (`kwok --version`) set explicitly.
-GOBIN="$work" CGO_ENABLED=0 GOFLAGS="-buildvcs=false" nice -n 10 go install -trimpath \
-  -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION" \
-  "sigs.k8s.io/kwok/cmd/kwok@v$KWOK_VERSION" >&2
+(cd "$work/src" && CGO_ENABLED=0 GOFLAGS="-buildvcs=false -mod=mod" nice -n 10 go build -trimpath \
+  -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION" -o "$work/kwok" ./cmd/kwok) >&2
 mv -f "$work/kwok" "$dest/kwok"
 {
   echo "KWOK_VERSION=$KWOK_VERSION"
+  echo "KWOK_PATCH=$KWOK_PATCH"
   echo "GO_VERSION=$(go env GOVERSION)"
   echo "BUILD_SECONDS=$((SECONDS - t_start))"
 } >"$dest/VERSIONS"

@@ -88,7 +88,9 @@ def _stamp_ok(d: pathlib.Path) -> bool:
         lines = stamp.read_text().splitlines()
     except OSError:
         return False
-    return os.access(d / "kwok", os.X_OK) and f"KWOK_VERSION={kwok_version()}" in lines
+    versions = read_versions()
+    return (os.access(d / "kwok", os.X_OK) and f"KWOK_VERSION={versions['KWOK_VERSION']}" in lines
+            and f"KWOK_PATCH={versions['KWOK_PATCH']}" in lines)
 
 
 def kwok_binary() -> pathlib.Path | None:
