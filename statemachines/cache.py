@@ -159,11 +159,8 @@ class JobEntry:
         # what the controller derives from the job's spec, made once per spec object
         # (statemachines/job/writes.py `SpecFacts`)
         self.facts: Any = None
-        # what syncJob's pod reconciliation last found nothing to do with (statemachines/job/sync.py):
-        # (TaskBook.epoch, the status, the job spec, the PodGroup, its phase, the handling). The same
-        # again gives the same answer, so most pod records that change no count skip it; it is a pure
-        # function of those, as long as no pod is flagged (a flag changes the counts, so the epoch).
-        self.idle: tuple | None = None
+        # what syncJob last found nothing to do with (statemachines/job/sync.py `SyncMemo`)
+        self.idle: Any = None
 
     def find_pod(self, task: str, name: str) -> PodState | None:
         pods = self.pods.get(task)

@@ -10,10 +10,12 @@ renderer). killJob and killTarget are in `kill.py`.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import msgspec
 
 from statemachines import outputs as o
-from statemachines.cache import JobEntry, PodState
+from statemachines.cache import JobEntry, PodGroupState, PodState
 from statemachines.job.context import JobContext
 from statemachines.job.handling import Handling
 from statemachines.job.podnames import LAZY_FROM, PodNames
@@ -43,96 +45,196 @@ class SyncError(Exception):
     """The sync cannot proceed (Volcano would retry and finally force TerminateJob)."""
 
 
+class SyncMemo:
+    """What a sync last found nothing to do with (`JobEntry.idle`): the same again gives the same answer.
+
+    `epoch` None: the status function alone (the PodGroup not scheduled yet), a pure function of
+    the status, the spec and the handling. Otherwise the pod reconciliation too, at that
+    `TaskBook.epoch` with that PodGroup in that phase (a pod flag changes the counts, so the epoch).
+    Status, spec, PodGroup and handling are compared by identity: a change replaces the object.
+    Most pod records that change no count skip the sync by it.
+    """
+
+    __slots__ = ("status", "spec", "handling", "epoch", "pg", "pg_phase")
+
+    def __init__(self, status: JobStatus, spec: object, handling: Handling, epoch: int | None = None,
+                 pg: PodGroupState | None = None) -> None:
+        self.status = status
+        self.spec = spec
+        self.handling = handling
+        self.epoch = epoch
+        self.pg = pg
+        self.pg_phase = pg.phase if pg is not None else None
+
+    def holds(self, status: JobStatus, spec: object, handling: Handling, epoch: int | None = None,
+              pg: PodGroupState | None = None) -> bool:
+        return (self.status is status and self.spec is spec and self.handling is handling and self.epoch == epoch
+                and self.pg is pg and (pg is None or self.pg_phase == pg.phase))
+
+
+class _Survey(NamedTuple):
+    """The pod reconciliation's count of a job's pods against the pods its spec expects."""
+
+    exact: bool  # every task has exactly its expected pods, none deleting or out of sync
+    terminating: int
+    per_task: dict[str, dict[str, int]]  # task -> pod phase -> pods
+    to_create: list[tuple[TaskSpec, int, str]]  # (task, index, pod name)
+    to_delete: list[tuple[PodState, str]]  # (pod, why)
+
+
 def sync_job(ctx: JobContext, entry: JobEntry, handling: Handling, action: str) -> None:
+    """Volcano's syncJob: the job's PodGroup and plugins first, then its status alone (PodGroup not
+    scheduled yet) or its pods reconciled and the status that follows."""
     job = entry.job
     assert job is not None and entry.status is not None
     if job.metadata.deletion_timestamp is not None:
         return
     if job.spec.queue not in ctx.queues and not ctx.queue_exists(job.spec.queue):  # a known queue: at once
         raise SyncError(f'queues.scheduling.volcano.sh "{job.spec.queue}" not found')
-    facts = entry.facts  # `spec_facts`, inlined
-    if facts is None or facts.spec is not job.spec:
-        facts = spec_facts(entry)
-    plugins = facts.plugins
+    facts = spec_facts(entry)
     status = entry.status  # copied before anything changes it (emitted outputs hold it)
-    phase = status.state.phase
-    if phase == _PENDING or phase == "":
-        if phase == "":
-            status = copy_status(status)
-            status.state.phase = _PENDING
-            status.min_available = job.spec.min_available
-            set_transition(status, ctx.now)
-            write_status(ctx, entry, status, action, "new job: first sync")
-            status = copy_status(status)
-        if plugins and status.controlled_resources is not facts.plugins_booked:  # else booked, as found before
-            resources = status.controlled_resources or {}
-            added = stale = False
-            for key, name in facts.plugin_resources:
-                have = resources.get(key)
-                if have is None:
-                    added = True
-                elif have != name:
-                    stale = True
-            if not (added or stale):
-                facts.plugins_booked = resources  # `SpecFacts.plugins_booked`
-            else:  # booking them again would leave an equal map
-                if status is entry.status:
-                    status = copy_status(status)
-                bookkeep_plugins(status, plugins, add=True)
-            if added:  # OnJobAdd runs on every Pending sync; it only creates what is missing
-                # ctx.emit, inlined: most Pending syncs of a job with plugins
-                ctx.out.append(o.PluginHook(job=entry.key, seq=ctx.seq, time=ctx.now, hook="OnJobAdd", plugins=plugins))
-        if facts.volumes if facts.volumes_read else job_volumes(entry):  # else there is nothing to book
-            if status is entry.status:
-                status = copy_status(status)
-            bookkeep_volumes(ctx, entry, status)
-        pg = entry.pg
-        if pg is None or pg.spec is not facts.wanted:  # else it is the one this spec asked for
-            ensure_podgroup(ctx, entry)
+    if status.state.phase in (_PENDING, ""):
+        status = _prepare_pending(ctx, entry, facts, status, action)
     else:
-        if plugins and ctx.spec_changed:  # OnJobUpdate only has work when the spec changed
-            ctx.emit(o.PluginHook, entry, hook="OnJobUpdate", plugins=plugins)
-        pg = entry.pg
-        if pg is not None and pg.spec is facts.wanted:
-            pass  # the PodGroup is the one this spec asked for: nothing to create or update
-        elif not last_retry_spent(entry, status, handling):
-            ensure_podgroup(ctx, entry)
-
+        _prepare_started(ctx, entry, facts, status, handling)
     pg = entry.pg
     if pg is not None and pg.pending is not pg.pending_said:  # (no tuples compared on the usual sync)
         record_podgroup_event(ctx, entry, pg)
     if pg is None or pg.phase in ("", "Pending"):
-        idle = entry.idle
-        if idle is not None and idle[0] is None and idle[1] is status and idle[2] is job.spec and idle[5] is handling:
-            return  # the status function left this very status as it was last time (`JobEntry.idle`, below)
-        baseline = status
-        status = copy_status(status)
-        guard = status_function(entry, status, handling)
-        if status == baseline:
-            if IDLE_MEMO and not handling.retry:
-                # the status function is a pure function of the spec, the status and the handling:
-                # the same again leaves the status alone again. No TaskBook epoch (None): the pod
-                # reconciliation's check below never takes this memo for its own.
-                entry.idle = (None, baseline, job.spec, None, None, handling)
-            return
-        set_transition(status, ctx.now)
-        write_status(ctx, entry, status, action, guard)
-        return
+        _sync_status(ctx, entry, status, handling, action)
+    else:
+        _reconcile_pods(ctx, entry, status, pg, handling, action)
 
-    # Pod reconciliation (§6.1 step 8): count the expected pods, find missing and surplus ones.
+
+def _prepare_pending(ctx: JobContext, entry: JobEntry, facts: SpecFacts, status: JobStatus, action: str) -> JobStatus:
+    """A Pending (or new) job: its first status, plugins and volumes booked, its PodGroup ensured.
+    The status to go on with (a copy once anything is booked in it)."""
+    job = entry.job
+    assert job is not None
+    if status.state.phase == "":
+        status = copy_status(status)
+        status.state.phase = _PENDING
+        status.min_available = job.spec.min_available
+        set_transition(status, ctx.now)
+        write_status(ctx, entry, status, action, "new job: first sync")
+        status = copy_status(status)
+    if facts.plugins and status.controlled_resources is not facts.plugins_booked:  # else booked, as found before
+        status = _book_plugins(ctx, entry, facts, status)
+    if facts.volumes if facts.volumes_read else job_volumes(entry):  # else there is nothing to book
+        if status is entry.status:
+            status = copy_status(status)
+        bookkeep_volumes(ctx, entry, status)
+    pg = entry.pg
+    if pg is None or pg.spec is not facts.wanted:  # else it is the one this spec asked for
+        ensure_podgroup(ctx, entry)
+    return status
+
+
+def _book_plugins(ctx: JobContext, entry: JobEntry, facts: SpecFacts, status: JobStatus) -> JobStatus:
+    """The plugins' controlled resources booked in the status, and OnJobAdd when one is missing."""
+    resources = status.controlled_resources or {}
+    added = stale = False
+    for key, name in facts.plugin_resources:
+        have = resources.get(key)
+        if have is None:
+            added = True
+        elif have != name:
+            stale = True
+    if not (added or stale):
+        facts.plugins_booked = resources  # `SpecFacts.plugins_booked`
+    else:  # booking them again would leave an equal map
+        if status is entry.status:
+            status = copy_status(status)
+        bookkeep_plugins(status, facts.plugins, add=True)
+    if added:  # OnJobAdd runs on every Pending sync; it only creates what is missing
+        ctx.emit(o.PluginHook, entry, hook="OnJobAdd", plugins=facts.plugins)
+    return status
+
+
+def _prepare_started(ctx: JobContext, entry: JobEntry, facts: SpecFacts, status: JobStatus,
+                     handling: Handling) -> None:
+    """A job past Pending: OnJobUpdate when its spec changed, its PodGroup ensured unless its last retry is spent."""
+    if facts.plugins and ctx.spec_changed:  # OnJobUpdate only has work when the spec changed
+        ctx.emit(o.PluginHook, entry, hook="OnJobUpdate", plugins=facts.plugins)
+    pg = entry.pg
+    if pg is not None and pg.spec is facts.wanted:
+        return  # the PodGroup is the one this spec asked for: nothing to create or update
+    if not last_retry_spent(entry, status, handling):
+        ensure_podgroup(ctx, entry)
+
+
+def _sync_status(ctx: JobContext, entry: JobEntry, status: JobStatus, handling: Handling, action: str) -> None:
+    """The PodGroup not scheduled yet: the phase's status function alone, written when it changes the status."""
+    job = entry.job
+    assert job is not None
+    idle = entry.idle
+    if idle is not None and idle.holds(status, job.spec, handling):
+        return  # the status function left this very status as it was last time
+    baseline = status
+    status = copy_status(status)
+    guard = status_function(entry, status, handling)
+    if status == baseline:
+        if IDLE_MEMO and not handling.retry:
+            entry.idle = SyncMemo(baseline, job.spec, handling)
+        return
+    set_transition(status, ctx.now)
+    write_status(ctx, entry, status, action, guard)
+
+
+def _reconcile_pods(ctx: JobContext, entry: JobEntry, status: JobStatus, pg: PodGroupState, handling: Handling,
+                    action: str) -> None:
+    """Pod reconciliation (§6.1 step 8): the missing pods created, the surplus ones deleted, the
+    status counted from the pods, and the phase's status function."""
+    job = entry.job
+    assert job is not None
     tasks = entry.tasks
     idle = entry.idle
-    if (idle is not None and idle[0] == tasks.epoch and idle[1] is status and idle[2] is job.spec
-            and idle[3] is pg and idle[4] == pg.phase and idle[5] is handling):
-        return  # nothing the rest reads has changed since it last found nothing to do (`JobEntry.idle`)
-    exact = True  # every task has exactly its expected pods, none deleting or out of sync
+    if idle is not None and idle.holds(status, job.spec, handling, tasks.epoch, pg):
+        return  # nothing the rest reads has changed since it last found nothing to do
+    survey = _survey(entry)
+    if survey.to_create:
+        _create(ctx, entry, survey.to_create, survey.per_task, status)
+    terminating = survey.terminating
+    for pod, why in survey.to_delete:
+        if not pod.deleting:
+            ctx.emit(o.DeletePod, entry, name=pod.name, uid=pod.uid, task=pod.task, mark_out_of_sync=False, reason=why)
+            entry.tasks.forget(pod)
+            pod.deleting = True
+            entry.tasks.count(pod)
+        terminating += 1
+    new = JobStatus(
+        state=msgspec.structs.replace(status.state),
+        version=status.version,
+        min_available=job.spec.min_available,
+        controlled_resources=status.controlled_resources,
+        conditions=status.conditions,
+        retry_count=status.retry_count,
+        terminating=terminating,
+    )
+    set_counts(new, survey.per_task)
+    guard = status_function(entry, new, handling)
+    settled = survey.exact and not survey.to_create  # the same pods again would find nothing to do
+    if new == status:
+        if settled and IDLE_MEMO:
+            entry.idle = SyncMemo(status, job.spec, handling, tasks.epoch, pg)
+        return
+    set_transition(new, ctx.now)
+    write_status(ctx, entry, new, action, guard)
+    if settled and guard is None and not handling.retry and IDLE_MEMO:
+        entry.idle = SyncMemo(new, job.spec, handling, tasks.epoch, pg)  # the same counts give this status again
+
+
+def _survey(entry: JobEntry) -> _Survey:
+    """Each task's pods against its expected names: counted by phase, the missing and the surplus ones."""
+    job = entry.job
+    assert job is not None
+    exact = True
     terminating = 0
     per_task: dict[str, dict[str, int]] = {}
     to_create: list[tuple[TaskSpec, int, str]] = []
     to_delete: list[tuple[PodState, str]] = []
-    cached = entry.names  # `expected_pod_names`, inlined
-    expected_names = cached[1] if cached is not None and cached[0] is job.spec else expected_pod_names(entry)
-    book = tasks.counts
+    expected_names = expected_pod_names(entry)
+    book = entry.tasks.counts
     all_pods = entry.pods
     for task in job.spec.tasks:
         task_name = task.name
@@ -167,38 +269,7 @@ def sync_job(ctx: JobContext, entry: JobEntry, handling: Handling, action: str) 
             per_task[task_name] = counter
         if found < len(names):
             to_create.extend((task, i, n) for i, n in enumerate(names) if n not in pods)
-
-    if to_create:
-        _create(ctx, entry, to_create, per_task, status)
-
-    for pod, why in to_delete:
-        if not pod.deleting:
-            ctx.emit(o.DeletePod, entry, name=pod.name, uid=pod.uid, task=pod.task, mark_out_of_sync=False, reason=why)
-            entry.tasks.forget(pod)
-            pod.deleting = True
-            entry.tasks.count(pod)
-        terminating += 1
-
-    new = JobStatus(
-        state=msgspec.structs.replace(status.state),
-        version=status.version,
-        min_available=job.spec.min_available,
-        controlled_resources=status.controlled_resources,
-        conditions=status.conditions,
-        retry_count=status.retry_count,
-        terminating=terminating,
-    )
-    set_counts(new, per_task)
-    guard = status_function(entry, new, handling)
-    if new == status:
-        if exact and not to_create and IDLE_MEMO:
-            entry.idle = (tasks.epoch, status, job.spec, pg, pg.phase, handling)
-        return
-    set_transition(new, ctx.now)
-    write_status(ctx, entry, new, action, guard)
-    if exact and not to_create and guard is None and not handling.retry and IDLE_MEMO:
-        # the same counts again would give the same status: this one (`JobEntry.idle`)
-        entry.idle = (tasks.epoch, new, job.spec, pg, pg.phase, handling)
+    return _Survey(exact, terminating, per_task, to_create, to_delete)
 
 
 def _create(ctx: JobContext, entry: JobEntry, to_create: list[tuple[TaskSpec, int, str]],
@@ -214,19 +285,10 @@ def _create(ctx: JobContext, entry: JobEntry, to_create: list[tuple[TaskSpec, in
                 blocked[task.name] = not dependencies_ready(entry, task)
             if blocked[task.name]:
                 continue
-        ctx.out.append(  # ctx.emit, inlined: one per pod created
-            o.CreatePod(
-                job=entry.key,
-                seq=ctx.seq,
-                time=ctx.now,
-                name=pod_name,
-                task=task.name,
-                index=index,
-                job_version=status.version,
-                retry_count=status.retry_count,
-                job_uid=job.metadata.uid,
-                pod=ctx.render_pod(entry, task.name, index, status),
-            )
+        ctx.emit(  # one per pod created
+            o.CreatePod, entry, name=pod_name, task=task.name, index=index, job_version=status.version,
+            retry_count=status.retry_count, job_uid=job.metadata.uid,
+            pod=ctx.render_pod(entry, task.name, index, status),
         )
         placeholder = PodState(pod_name, task.name, version=status.version)
         entry.put_pod(placeholder)
