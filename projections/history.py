@@ -23,7 +23,8 @@ from statemachines.model.timefmt import ZERO_TIME, add
 
 
 class JobHistory:
-    __slots__ = ("key", "uid", "observed", "phases", "actions", "commands", "divergences", "timers", "errors")
+    __slots__ = ("key", "uid", "observed", "phases", "actions", "commands", "divergences", "timers", "errors",
+                 "rendered")
 
     def __init__(self, key: str) -> None:
         self.key = key
@@ -35,6 +36,9 @@ class JobHistory:
         self.divergences: list[o.Divergence] = []
         self.timers: list[o.Output] = []
         self.errors: list[o.SyncFailed] = []
+        # the report's entries of `actions` as far as they were rendered, with the list they are of
+        # (`projections.replay.action_entries`: the projector writes a job's report after every batch)
+        self.rendered: tuple[list[o.ActionResolved], list[dict]] | None = None
 
 
 def _route(cls: type, keep_commands: bool) -> str | None:

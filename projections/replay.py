@@ -54,6 +54,23 @@ def action_entry(a: o.ActionResolved, *, explain: bool = False) -> dict:
     return entry
 
 
+def action_entries(h: JobHistory, *, explain: bool = False) -> list[dict]:
+    """`action_entry` of each of `h.actions`, rendered once each: the projector writes a job's whole
+    report after every batch of events, and a job's actions run to thousands (one per pod event), so
+    rendering them all at each write made the writes quadratic in the job's history. The entries are
+    kept with the list they render (`h.rendered`); a new list (`HistoryView.restart`) starts again.
+    A new list is returned each time (callers slice and extend it); the entries are shared: read only."""
+    if explain:
+        return [action_entry(a, explain=True) for a in h.actions]
+    memo = h.rendered
+    if memo is None or memo[0] is not h.actions:
+        memo = h.rendered = (h.actions, [])
+    entries = memo[1]
+    if len(entries) < len(h.actions):
+        entries.extend([action_entry(a) for a in h.actions[len(entries):]])
+    return list(entries)
+
+
 def phase_entry(p: o.PhaseChanged) -> dict:
     return {
         "seq": p.seq,
@@ -128,7 +145,7 @@ def job_report(
         "deleted": deleted,
         "status": status,
         "history": [phase_entry(p) for p in h.phases],
-        "actions": [action_entry(a, explain=explain) for a in h.actions],
+        "actions": action_entries(h, explain=explain),
         "commands": [command_entry(c) for c in h.commands],
         "divergences": [divergence_entry(h, d) for d in h.divergences],
         "errors": [{"seq": e.seq, "message": e.message} for e in h.errors],
