@@ -19,7 +19,7 @@ from typing import Any
 
 from msgspec import Struct
 
-from statemachines.model.objects import JOB_API_VERSION, Job, Pod
+from statemachines.model.objects import Job, Pod, controller_job_ref
 from statemachines.model.status import JobStatus
 from statemachines.task.counts import TaskBook
 
@@ -216,10 +216,8 @@ def identity_fields(pod: Pod) -> tuple[str, str, int, str] | None:
     What the engine reads for every pod record (statemachines/intake/pods.py), unpacked at
     once: a tuple costs less to make than the Struct (a few hundred instructions a record)."""
     meta = pod.metadata
-    for ref in meta.owner_references or ():  # `controller_job_ref`, inlined (it runs for every pod record)
-        if ref.controller and ref.kind == "Job" and ref.api_version == JOB_API_VERSION:
-            break
-    else:
+    ref = controller_job_ref(meta)
+    if ref is None:
         return None
     # not named `annotations`: a local named as a module-level import (here `from __future__ import
     # annotations`) makes CPython 3.11 compile `x.get(...)` without LOAD_METHOD, a bound method per call

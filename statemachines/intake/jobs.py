@@ -15,7 +15,7 @@ from statemachines import outputs as o
 from statemachines.admission.bounds import check_job_spec
 from statemachines.cache import JobEntry
 from statemachines.following import adopt, compare, follow_version
-from statemachines.model.objects import Job
+from statemachines.model.objects import Job, job_key
 from statemachines.model.status import JobStatus, copy_status
 from statemachines.model.vocabulary import Event
 from statemachines.policies import Request
@@ -26,7 +26,7 @@ from statemachines.worker import handle
 
 def on_job(engine: Any, rtype: str, job: Job, raw: bytes | None) -> None:
     meta = job.metadata
-    key = f"{meta.namespace}/{meta.name}"  # job_key, inlined: this runs on every job record
+    key = job_key(meta.namespace, meta.name)
     entry = engine.jobs.get(key)
     if rtype != "DELETED":
         # before any change: the record is set aside whole. A spec the entry already holds

@@ -45,10 +45,8 @@ def on_pod(engine: Any, rtype: str, pod: Pod) -> None:
     job_name, task, version, job_uid = ident
     meta = pod.metadata
     name = meta.name
-    # `job_key`, inlined
-    entry = engine.jobs.get(f"{meta.namespace}/{job_name}") or engine.entry(meta.namespace, job_name)
-    pods = entry.pods.get(task)  # `entry.find_pod`, inlined
-    cached = pods.get(name) if pods else None
+    entry = engine.entry(meta.namespace, job_name)
+    cached = entry.find_pod(task, name)
     exit_code = 0
     if rtype == "DELETED":
         gone = entry.drop_pod(task, name)
