@@ -86,6 +86,7 @@ docs: $(STAMP)
 	$(BIN)/python -c "from statemachines.job.diagram import document; print(document(), end='')" > docs/statemachines/job.md
 	$(BIN)/python -c "from statemachines.queues.diagram import document; print(document(), end='')" > docs/statemachines/queue.md
 	$(BIN)/python -c "from statemachines.task.diagram import document; print(document(), end='')" > docs/statemachines/task.md
+	$(BIN)/python -c "from statemachines.cronjobs.diagram import document; print(document(), end='')" > docs/statemachines/cronjob.md
 	$(BIN)/python -m vcbus.bus.schemas
 	$(BIN)/python -m vcbus.bus.asyncapi
 	$(BIN)/python -m vcbus.replay_schema
