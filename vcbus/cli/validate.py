@@ -24,6 +24,7 @@ import click
 from statemachines.admission import QueueIndex, default_queues, mutate_job, validate_create, validate_update
 from statemachines.admission.mutate import DEFAULT_SCHEDULER
 from statemachines.admission.bounds import DEFAULT_MAX_PODS, object_problems
+from statemachines.admission.cronjobs import validate_cronjob
 from statemachines.admission.decoding import (
     decode_message, kind_problem, metadata_error, strict_errors, strict_message, type_errors,
 )
@@ -36,13 +37,14 @@ from statemachines.admission.schema import (
     schema_errors, schema_message,
 )
 from statemachines.plugins.args import parse_go_bool
+from vcbus.cronjobs.zonedata import zones_for
 from vcbus.errors import UserError
 from vcbus.manifests import Document, load_all, load_documents
 
 JOB_API = "batch.volcano.sh/v1alpha1"
 QUEUE_API = "scheduling.volcano.sh/v1beta1"
 FEATURE_GATES = {"PodLevelResources": True}
-WEBHOOKS = {"Job": "validatejob.volcano.sh", "Queue": "validatequeue.volcano.sh"}
+WEBHOOKS = {"Job": "validatejob.volcano.sh", "Queue": "validatequeue.volcano.sh", "CronJob": "validatecronjob.volcano.sh"}
 CHECKED = {(JOB_API, "Job"): JOB_SCHEMA, (QUEUE_API, "Queue"): QUEUE_SCHEMA}
 NOT_CHECKED = f"vcbus checks {JOB_API} Job and {QUEUE_API} Queue objects"
 
@@ -162,6 +164,14 @@ def check(doc: Document, *, queues: QueueIndex, olds: list[Document] | None, gat
         result["problems"] = [_problem(doc, f, m) for f, m in broken]
         return result
     api = str(doc.obj.get("apiVersion", ""))
+    if (api, doc.kind) == (JOB_API, "CronJob"):  # Volcano's CronJob webhook (statemachines/admission/cronjobs.py)
+        result["operation"] = "UPDATE" if olds is not None and _old_for(doc, olds) is not None else "CREATE"
+        spec = doc.obj.get("spec") if isinstance(doc.obj.get("spec"), dict) else {}
+        zone = spec.get("timeZone")
+        error = validate_cronjob(doc.obj, zones_for(zone if isinstance(zone, str) else None))
+        if error:
+            result.update(allowed=False, message=error, problems=[_problem(doc, "", error)])
+        return result
     if (api, doc.kind) not in CHECKED:
         result.update(allowed=None, skipped=f"not checked: {NOT_CHECKED}")
         return result
