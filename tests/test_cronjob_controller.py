@@ -264,3 +264,25 @@ def test_cronjob_diagram_doc_is_current():
 
     checked_in = (pathlib.Path(__file__).parent.parent / "docs" / "statemachines" / "cronjob.md").read_text()
     assert checked_in == document(), "run: make docs"
+
+
+def test_a_history_with_a_forbid_skip_a_missed_deadline_and_a_replace():
+    """Issue 28's replayed history: Forbid skips 10:10 while 10:05 runs; 10:05 finishes at 10:12, too late
+    for 10:10's 60 s deadline (Missed); then Replace: the 10:20 run replaces the still-running 10:15 one."""
+    r5, r15 = run_name(5), run_name(15)
+    records = [
+        cronjob(time=t(3), policy="Forbid", startingDeadlineSeconds=60),
+        vcjob(r5, uid="j5", rv="7", time=t(5), rtype="ADDED"),
+        vcjob(r5, uid="j5", rv="8", phase="Completed", time=t(12)),
+        cronjob("MODIFIED", rv="2", time=t(13), policy="Replace", startingDeadlineSeconds=60),
+        vcjob(r15, uid="j15", rv="9", time=t(15), rtype="ADDED"),
+    ]
+    fold, out = play(records, until=t(20))
+    runs = [(r.run, r.to_state) for r in of(out, CronJobRunChanged)]
+    assert runs == [
+        (r5, m.CREATED), (r5, m.ACTIVE), (run_name(10), m.SKIPPED), (r5, m.SUCCEEDED), (run_name(10), m.MISSED),
+        (r15, m.CREATED), (r15, m.ACTIVE), (r15, m.REPLACED), (run_name(20), m.CREATED),
+    ]
+    assert [c.name for c in of(out, CreateCronJobRun)] == [r5, r15, run_name(20)]
+    assert [d.name for d in of(out, DeleteCronJobRun)] == [r15]
+    assert msgspec.json.encode(out) == msgspec.json.encode(play(records, until=t(20))[1])
