@@ -32,6 +32,8 @@ lock: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/lint-imports
+	$(BIN)/ruff check
+	$(BIN)/mypy
 
 # kube-apiserver + etcd for the tests marked k8s (scripts/envtest.sh; versions
 # pinned in scripts/envtest-versions.env; cached in ~/.cache/vcbus/envtest).
@@ -71,8 +73,7 @@ shells:
 helm:
 	@scripts/install-helm.sh >/dev/null || echo "make helm: no helm; the chart tests will skip (fail if VCBUS_REQUIRE_K8S=1)" >&2
 
-test: $(STAMP) envtest kwok browser js-example helm shells
-	$(BIN)/lint-imports
+test: $(STAMP) envtest kwok browser js-example helm shells lint
 	$(BIN)/python -m pytest
 
 test-fast: $(STAMP)

@@ -348,7 +348,7 @@ def main() -> None:
           f"CPU {half['first_session_cpu_s']:.3f} s)   "
           f"scaling exponent in nodes x pending tasks: {f['scaling_exponent']} (1 = linear)")
     c = f["constrained"]
-    print(f"constrained mix (a third of the jobs: hostname anti-affinity or a zone spread constraint):")
+    print("constrained mix (a third of the jobs: hostname anti-affinity or a zone spread constraint):")
     print(f"  first session   {c['first_session_s']:>8.3f} s   {c['first_session_binds']:>6} binds   "
           f"{c['pods_per_s']:>9,.0f} pods/s   ratio {c['ratio']:.3f}; CPU {c['first_session_cpu_s']:.3f} s")
     print(f"  steady session  {c['session_s']:>8.3f} s   {c['steady_binds']:>6} binds   "

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import json
 import pathlib
 import statistics

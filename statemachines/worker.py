@@ -31,7 +31,7 @@ from statemachines.timers.rules import Timer, cancels_on_execute
 from statemachines.timers.scheduling import rule_a, rule_b, schedule
 
 MAX_FOLLOWUPS = 16  # a phase change triggers one more pass; no chain in Volcano's graph is longer
-JOB_TARGETS = {Action.RESTART_TASK: "task", Action.RESTART_POD: "pod", Action.RESTART_PARTITION: "partition"}
+JOB_TARGETS: dict[str, str] = {Action.RESTART_TASK: "task", Action.RESTART_POD: "pod", Action.RESTART_PARTITION: "partition"}
 # The phase tables keyed by plain str (a StrEnum member is slow to hash and compare), and the
 # values this module compares on every request
 _TABLES = {phase: {str(action): h for action, h in table.items()} for phase, table in HANDLERS.items()}

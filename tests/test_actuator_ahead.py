@@ -26,7 +26,7 @@ from vcbus.bus import subjects as s
 from vcbus.bus.connecting import open_bus
 from vcbus.bus.decider import Decider
 from vcbus.bus.publisher import Prepared
-from vcbus.k8s.actuating import DURABLE, ActuatorService
+from vcbus.k8s.actuating import DURABLE
 from vcbus.k8s.actuator import JOB_GROUP, JOB_PLURAL, JOB_VERSION, PG_GROUP, PG_PLURAL, PG_VERSION
 from vcbus.k8s.ahead import Ahead
 from vcbus.k8s.cluster import ClusterSide

@@ -102,7 +102,7 @@ def test_the_seed_jobs_page_shows_every_pod_phase_change_and_action(browser, tmp
 
     # a click on a row shows the raw record behind it: the log's record, as it is in the log
     failed = next(a for a in job["actions"] if a["action"] == "RestartJob")
-    browser.click(f"[data-kind=pod-phase][data-pod='resnet-dist-train-worker-1'][data-phase=Failed]")
+    browser.click("[data-kind=pod-phase][data-pod='resnet-dist-train-worker-1'][data-phase=Failed]")
     browser.wait_for("document.getElementById('raw').classList.contains('open')")
     shown = json.loads(browser.js("document.getElementById('raw-text').textContent"))
     seq = int(browser.js("document.getElementById('raw').dataset.seq"))

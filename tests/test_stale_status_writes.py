@@ -29,7 +29,7 @@ T0 = "2026-11-30T08:00:00Z"
 
 
 def _podgroup(custom, ns: str, name: str, phase: str) -> dict:
-    pg = custom.create_namespaced_custom_object(PG_GROUP, PG_VERSION, ns, PG_PLURAL, {
+    custom.create_namespaced_custom_object(PG_GROUP, PG_VERSION, ns, PG_PLURAL, {
         "apiVersion": f"{PG_GROUP}/{PG_VERSION}", "kind": "PodGroup", "metadata": {"name": name},
         "spec": {"minMember": 1, "queue": "default"}})
     return custom.patch_namespaced_custom_object(PG_GROUP, PG_VERSION, ns, PG_PLURAL, name, {"status": {"phase": phase}})

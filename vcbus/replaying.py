@@ -39,7 +39,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import re
-from typing import BinaryIO, Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from projections.history import HistoryView
 from projections.replay import InputCounts, build_report

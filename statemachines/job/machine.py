@@ -75,7 +75,8 @@ def compile_graph(machine: Machine) -> dict[tuple[str, str], list[tuple[str | No
         for source, transitions in event.transitions.items():
             rows = []
             for t in transitions:
-                guards = tuple((GUARDS[c.func], c.target) for c in t.conditions)
+                # every condition in the tables is named by a string (transitions also takes callables)
+                guards = tuple((GUARDS[c.func], c.target) for c in t.conditions)  # type: ignore[index]
                 rows.append((t.dest, guards))
             graph[(source, trigger)] = rows
     return graph

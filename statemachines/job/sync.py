@@ -20,6 +20,7 @@ from statemachines.job.context import JobContext
 from statemachines.job.handling import Handling
 from statemachines.job.podnames import LAZY_FROM, PodNames
 from statemachines.job.writes import (
+    SpecFacts,
     bookkeep_plugins,
     bookkeep_volumes,
     ensure_podgroup,
@@ -308,7 +309,7 @@ def expected_pod_names(entry: JobEntry) -> dict[str, tuple[list[str] | PodNames,
     if cached is not None and cached[0] is job.spec:
         return cached[1]
     name = job.metadata.name
-    names = {}
+    names: dict[str, tuple[list[str] | PodNames, frozenset[str] | PodNames]] = {}
     for t in job.spec.tasks:
         if t.replicas >= LAZY_FROM:  # O(1) memory for a huge task (statemachines/job/podnames.py)
             lazy = PodNames(f"{name}-{t.name}-", t.replicas)
