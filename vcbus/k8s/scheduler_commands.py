@@ -83,8 +83,16 @@ def uid_test(uid: str) -> dict[str, str]:
     return {"op": "test", "path": "/metadata/uid", "value": uid}
 
 
-def _condition(pod: Any, kind: str) -> Any:
-    return next((c for c in (pod.status.conditions if pod.status else None) or [] if c.type == kind), None)
+def _condition(pod: Any, kind: str) -> tuple[str, str, str] | None:
+    """(status, reason, message) of the pod's condition `kind`, None if it has none; `pod` a client
+    model or plain JSON (a dict: the watch cache's, or `rawcalls.read`'s)."""
+    if isinstance(pod, dict):
+        for c in (pod.get("status") or {}).get("conditions") or ():
+            if c.get("type") == kind:
+                return c.get("status") or "", c.get("reason") or "", c.get("message") or ""
+        return None
+    c = next((c for c in (pod.status.conditions if pod.status else None) or [] if c.type == kind), None)
+    return None if c is None else (c.status, c.reason or "", c.message or "")
 
 
 def _set_condition(pod: Any, kind: str, status: str, reason: str, message: str, time: str) -> dict | None:
@@ -94,10 +102,10 @@ def _set_condition(pod: Any, kind: str, status: str, reason: str, message: str, 
     (an element without it keeps the old one).
     """
     old = _condition(pod, kind)
-    if old is not None and (old.status, old.reason or "", old.message or "") == (status, reason, message):
+    if old == (status, reason, message):
         return None
     cond: dict[str, Any] = {"type": kind, "status": status, "reason": reason or None, "message": message or None}
-    if (old is None or old.status != status) and time:
+    if (old is None or old[0] != status) and time:
         cond["lastTransitionTime"] = time
     return cond
 
@@ -209,27 +217,42 @@ class SchedulerCommands:
         return "applied"
 
     def _UpdatePodCondition(self, ns: str, name: str, cmd: o.UpdatePodCondition, index: int) -> str:
-        pod = self._pod(ns, cmd.name, cmd.uid)
-        if pod is None:
-            return "done"
-        require_schedulable(pod, ns, self.scheduler_names)
-        if pod.spec.node_name and cmd.status != "True":
+        # The pod as the watch cache has it (plain JSON, as BindPod reads it), else as the API server has
+        # it; a cached pod that seems to need no write is read again (the cache may not show a write of
+        # ours that this one undoes), so only the write itself is ever saved.
+        pod: dict | None = self._watched_pod(ns, cmd.name, cmd.uid) if cmd.uid else None
+        status = None if pod is None else self._condition_write(pod, ns, cmd)
+        if not status:
+            pod = rawcalls.read(self.api, rawcalls.pod_path(ns, cmd.name))
+            if pod is None or (cmd.uid and pod["metadata"].get("uid") != cmd.uid):
+                return "done"
+            status = self._condition_write(pod, ns, cmd)
+        if status is None:
             return "dropped"  # bound meanwhile: it is scheduled after all
-        status: dict[str, Any] = {}
-        cond = _set_condition(pod, "PodScheduled", cmd.status, cmd.reason, cmd.message, cmd.time)
-        if cond is not None:
-            status["conditions"] = [cond]
-        if cmd.nominated_node and (pod.status.nominated_node_name or "") != cmd.nominated_node:
-            status["nominatedNodeName"] = cmd.nominated_node
         if not status:
             return "done"
         try:
-            self.core.patch_namespaced_pod_status(cmd.name, ns, {"status": status}, _content_type=STRATEGIC_PATCH)
+            rawcalls.call(self.api, "PATCH", rawcalls.pod_path(ns, cmd.name) + "/status", body={"status": status},
+                          content_type=STRATEGIC_PATCH)
         except ApiException as err:
             if _status(err) == 404:
                 return "done"
             raise
         return "applied"
+
+    def _condition_write(self, pod: dict, ns: str, cmd: o.UpdatePodCondition) -> dict[str, Any] | None:
+        """The status patch `cmd` makes of `pod` ({}: nothing to change; None: the pod is bound and the
+        condition says it is not scheduled)."""
+        require_schedulable(pod, ns, self.scheduler_names)
+        if (pod.get("spec") or {}).get("nodeName") and cmd.status != "True":
+            return None
+        status: dict[str, Any] = {}
+        cond = _set_condition(pod, "PodScheduled", cmd.status, cmd.reason, cmd.message, cmd.time)
+        if cond is not None:
+            status["conditions"] = [cond]
+        if cmd.nominated_node and ((pod.get("status") or {}).get("nominatedNodeName") or "") != cmd.nominated_node:
+            status["nominatedNodeName"] = cmd.nominated_node
+        return status
 
     # ------------------------------------------------------------------ PodGroups and Queues
 
