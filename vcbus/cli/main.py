@@ -138,6 +138,13 @@ def main(argv: list[str] | None = None) -> int:
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         return exitcodes.INTERRUPTED
+    except click.exceptions.NoArgsIsHelpError as err:  # a bare group: its help, as before
+        err.show()
+        return err.exit_code
+    except click.UsageError as err:  # one line, as kubectl's usage errors: what is wrong, and where help is
+        where = err.ctx.command_path if err.ctx is not None else "vcbus"
+        click.echo(f"error: {err.format_message()} (see '{where} --help')", err=True)
+        return err.exit_code
     except click.ClickException as err:
         err.show()
         return err.exit_code
