@@ -837,6 +837,61 @@ async def test_jobs_are_published_after_the_first_list_of_everything_else(k8s, k
     assert [r.short for r in recs if r.kind == "Job"] == [("ADDED", "Job", "j")]
 
 
+def owner(kind: str, name: str, scheduler: str = "volcano", annotations: dict | None = None) -> dict:
+    """A ReplicaSet, StatefulSet or DaemonSet (no controller-manager here: no pods come of it)."""
+    labels = {"app": name}
+    spec: dict[str, Any] = {"selector": {"matchLabels": labels}, "template": {
+        "metadata": {"labels": labels},
+        "spec": {"schedulerName": scheduler, "containers": [{"name": "c", "image": "busybox"}]}}}
+    if kind != "DaemonSet":
+        spec["replicas"] = 0
+    if kind == "StatefulSet":
+        spec["serviceName"] = name
+    return {"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": name, "annotations": annotations or {}},
+            "spec": spec}
+
+
+async def test_a_pods_owners_are_bridged_for_our_scheduler_and_pods_come_after_their_first_list(
+        k8s, k8s_namespace, js):
+    """The podgroup controller reads a pod's ReplicaSet, StatefulSet or DaemonSet annotations: those
+    whose pod template is for the volcano scheduler reach the bus, and the pods listed at start-up
+    come after the owners' first lists (a pod's PodGroup is built with its owner's annotations)."""
+    api = k8s.api_client()
+    ns = k8s_namespace
+    mine = {"scheduling.volcano.sh/group-min-member": "3"}
+    await create(api, "replicasets", ns, owner("ReplicaSet", "web", annotations=mine))
+    await create(api, "replicasets", ns, owner("ReplicaSet", "theirs", scheduler="default-scheduler"))
+    await create(api, "statefulsets", ns, owner("StatefulSet", "db"))
+    await create(api, "daemonsets", ns, owner("DaemonSet", "agent"))
+    listed = pod("web-abcde", None)
+    listed["spec"]["schedulerName"] = "volcano"
+    await create(api, "pods", ns, listed)
+    async with bridge_running(js, api, ns) as bridge:
+        await wait_recs(js, ns, 4, timeout=60)
+        await wait_settled(js, bridge, timeout=30)
+        await patch(api, "replicasets", ns, "web", {"metadata": {"annotations": {"volcano.sh/x": "1"}}})
+        await patch(api, "replicasets", ns, "theirs", {"metadata": {"annotations": {"volcano.sh/x": "1"}}})
+        await delete(api, "statefulsets", ns, "db")
+        recs = await wait_recs(js, ns, 6, timeout=60)
+    assert sorted(r.short for r in recs[:3]) == [("ADDED", "DaemonSet", "agent"), ("ADDED", "ReplicaSet", "web"),
+                                                 ("ADDED", "StatefulSet", "db")]
+    assert recs[3].short == ("ADDED", "Pod", "web-abcde"), "the pod came before its owners' first list was in"
+    assert sorted(r.short for r in recs[4:]) == [("DELETED", "StatefulSet", "db"), ("MODIFIED", "ReplicaSet", "web")]
+    web = next(r for r in recs if r.short == ("ADDED", "ReplicaSet", "web"))
+    assert web.subject.startswith("vcbus.k8s.replicaset.") and web.record["object"]["metadata"]["annotations"] == mine
+    assert "theirs" not in {r.name for r in recs}
+    assert owner_filter_cases()
+
+
+def owner_filter_cases() -> bool:
+    from vcbus.k8s.bridge import owner_wanted
+
+    assert owner_wanted({"spec": {"template": {"spec": {"schedulerName": "volcano"}}}})
+    assert not owner_wanted({"spec": {"template": {"spec": {}}}})
+    assert owner_wanted({"metadata": {"name": "gone"}})  # a DELETED from a stored position: only metadata
+    return True
+
+
 def test_the_observation_time_is_the_wall_clock_second_and_follows_it():
     """A record's `time` is formatted once a second: it must still be the current second, every second."""
     import datetime as dt

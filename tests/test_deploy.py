@@ -355,6 +355,16 @@ def _one_of_each(admin: client.ApiClient, ns: str) -> None:
     _node(core, ns)
     client.SchedulingV1Api(admin).create_priority_class({"metadata": {"name": ns}, "value": 1000})
     _CLUSTER_SCOPED.append(("PriorityClass", ns))
+    apps = client.AppsV1Api(admin)  # a pod's owners (no controller-manager here: only their objects)
+    selector = {"matchLabels": {"app": "watched"}}
+    template = {"metadata": {"labels": {"app": "watched"}},
+                "spec": {"schedulerName": "volcano", "containers": [{"name": "c", "image": "busybox"}]}}
+    apps.create_namespaced_replica_set(ns, {"metadata": {"name": "watched"}, "spec": {
+        "replicas": 0, "selector": selector, "template": template}})
+    apps.create_namespaced_stateful_set(ns, {"metadata": {"name": "watched"}, "spec": {
+        "replicas": 0, "serviceName": "watched", "selector": selector, "template": template}})
+    apps.create_namespaced_daemon_set(ns, {"metadata": {"name": "watched"}, "spec": {
+        "selector": selector, "template": template}})
 
 
 _CLUSTER_SCOPED: list[tuple[str, str]] = []  # (kind, name) made here, deleted after the module
@@ -548,6 +558,14 @@ def test_the_role_refuses_what_the_controller_never_does(k8s, deployed):
     _forbidden(client.SchedulingV1Api(sa).create_priority_class, {"metadata": {"name": node}, "value": 1})
     # Nothing outside the job controller's objects.
     _forbidden(client.AppsV1Api(sa).list_deployment_for_all_namespaces)
+    # A pod's owners are only listed and watched (the podgroup controller reads their annotations).
+    apps_sa = client.AppsV1Api(sa)
+    _forbidden(apps_sa.read_namespaced_replica_set, "watched", ns)
+    _forbidden(apps_sa.patch_namespaced_stateful_set, "watched", ns, {"metadata": {"annotations": {"x": "y"}}})
+    _forbidden(apps_sa.delete_namespaced_daemon_set, "watched", ns)
+    _forbidden(apps_sa.create_namespaced_replica_set, ns, {"metadata": {"name": "x"}, "spec": {
+        "selector": {"matchLabels": {"a": "x"}},
+        "template": {"metadata": {"labels": {"a": "x"}}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}})
     _forbidden(client.RbacAuthorizationV1Api(sa).list_cluster_role)
 
 

@@ -340,10 +340,11 @@ def unschedulable_condition(sc: Scenario, accept) -> tuple[dict, dict] | None:
     return None
 
 
-def three_sessions_bind_nothing(sc: Scenario, nats_url: str) -> None:
+def three_sessions_bind_nothing(sc: Scenario, nats_url: str, pods=None, count: int = 3) -> None:
     """A window bounded by sessions, not by a sleep: three times, change the scheduler's view (a
-    PriorityClass nobody uses) and wait for a session whose cut includes that change; no pod of the
-    job is bound meanwhile, and the scheduler never decided a bind."""
+    PriorityClass nobody uses) and wait for a session whose cut includes that change; none of the
+    `count` pods (`pods()`; default: the job's) is bound meanwhile, and the scheduler never decided a bind."""
+    pods = pods or sc.pods
     scheduling = client.SchedulingV1Api(sc.api)
     names = [f"sched-e2e-nudge-{uuid.uuid4().hex[:6]}" for _ in range(3)]
     try:
@@ -359,15 +360,15 @@ def three_sessions_bind_nothing(sc: Scenario, nats_url: str) -> None:
                            for _, x in bus_outputs(nats_url, s.JOBS_STREAM))
 
             sc.wait(f"a session that saw {pc}", session_after)
-            assert all(not p["spec"].get("nodeName") for p in sc.pods())
+            assert all(not p["spec"].get("nodeName") for p in pods())
     finally:
         for pc in names:
             try:
                 scheduling.delete_priority_class(pc)
             except client.ApiException:
                 pass
-    pods = sc.pods()
-    assert len(pods) == 3 and all(not p["spec"].get("nodeName") for p in pods)
+    now = pods()
+    assert len(now) == count and all(not p["spec"].get("nodeName") for p in now)
     assert not [x for _, x in bus_outputs(nats_url, s.CMDS_STREAM) if isinstance(x, o.BindPod)]
 
 

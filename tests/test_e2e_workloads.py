@@ -17,7 +17,7 @@ from __future__ import annotations
 import pytest
 from kubernetes import client
 
-from tests.test_e2e_scheduler import SG, SV, scenario  # noqa: F401 - scenario is a fixture
+from tests.test_e2e_scheduler import SG, SV, scenario, three_sessions_bind_nothing  # noqa: F401 - a fixture
 from tests.test_webhook_k8s import webhook  # noqa: F401 - the admission webhook fixture
 from vcbus.k8s.watching import api_request
 
@@ -27,11 +27,12 @@ GROUP_NAME = "scheduling.k8s.io/group-name"
 REQUESTS = {"cpu": "1", "memory": "1Gi"}
 
 
-def template(app: str) -> dict:
+def template(app: str, requests: dict | None = None) -> dict:
+    requests = requests or REQUESTS
     return {"metadata": {"labels": {"app": app}},
             "spec": {"schedulerName": "volcano", "containers": [
-                {"name": "main", "image": "busybox:1.36", "resources": {"requests": dict(REQUESTS),
-                                                                         "limits": dict(REQUESTS)}}]}}
+                {"name": "main", "image": "busybox:1.36", "resources": {"requests": dict(requests),
+                                                                         "limits": dict(requests)}}]}}
 
 
 def controller_ref(owner) -> dict:
@@ -39,8 +40,8 @@ def controller_ref(owner) -> dict:
             "uid": owner.metadata.uid, "controller": True, "blockOwnerDeletion": True}
 
 
-def pod(name: str, app: str, owner, labels: dict) -> dict:
-    t = template(app)
+def pod(name: str, app: str, owner, labels: dict, requests: dict | None = None) -> dict:
+    t = template(app, requests)
     meta = {"name": name, "labels": {**t["metadata"]["labels"], **labels}}
     if owner is not None:
         meta["ownerReferences"] = [controller_ref(owner)]
@@ -109,3 +110,53 @@ def test_a_deployment_a_statefulset_and_a_plain_pod_get_their_podgroups_and_run(
         assert pg["spec"]["minResources"]["requests.cpu"] == "1", pg["spec"]
     assert {p["spec"]["nodeName"] for p in ps} <= set(sc.nodes)
     print(f"placement: {sorted((p['metadata']['name'], p['spec']['nodeName']) for p in ps)}")
+
+
+@pytest.mark.parametrize("scenario", [2], indirect=True)
+def test_a_deployment_with_the_min_member_annotation_is_a_gang_never_bound_where_it_cannot_all_fit(
+        scenario, nats_server):
+    """`scheduling.volcano.sh/group-min-member: "3"` on a Deployment (the Deployment controller copies
+    its annotations onto its ReplicaSet; the test makes that ReplicaSet, as in the test above): its
+    PodGroup has minMember 3 and three pods' resources, and on two nodes where only two of its pods
+    fit (3 cpu each, 5 per node) none is bound, as with Volcano's podgroup controller and scheduler."""
+    sc = scenario
+    ns = sc.ns
+    apps = client.AppsV1Api(sc.api)
+    sc.wait("default queue created and Open", sc.default_queue_open)
+    big = {"cpu": "3", "memory": "1Gi"}
+    notes = {"scheduling.volcano.sh/group-min-member": "3", "volcano.sh/owner-note": "kept"}
+    deployment = apps.create_namespaced_deployment(ns, {"metadata": {"name": "gang", "annotations": notes}, "spec": {
+        "replicas": 3, "selector": {"matchLabels": {"app": "gang"}}, "template": template("gang", big)}})
+    rs_labels = {"pod-template-hash": "6c9d4f"}
+    rs_template = template("gang", big)
+    rs_template["metadata"]["labels"].update(rs_labels)
+    rs = apps.create_namespaced_replica_set(ns, {
+        "metadata": {"name": "gang-6c9d4f", "labels": rs_template["metadata"]["labels"], "annotations": notes,
+                     "ownerReferences": [controller_ref(deployment)]},
+        "spec": {"replicas": 3, "selector": {"matchLabels": rs_template["metadata"]["labels"]},
+                 "template": rs_template}})
+    for suffix in ("k2m4p", "q6r8s", "t1v3w"):
+        sc.core.create_namespaced_pod(ns, pod(f"gang-6c9d4f-{suffix}", "gang", rs, rs_labels, big))
+    name = f"podgroup-{rs.metadata.uid}"
+
+    def pods() -> list[dict]:
+        return api_request(sc.api, "GET", f"/api/v1/namespaces/{ns}/pods").get("items") or []
+
+    def unschedulable():
+        pgs = sc.custom.list_namespaced_custom_object(SG, SV, ns, "podgroups")["items"]
+        pg = next((x for x in pgs if x["metadata"]["name"] == name), None)
+        if pg is None or len([p for p in pods() if (p["metadata"].get("annotations") or {}).get(GROUP_NAME) == name]) < 3:
+            return None
+        cond = next((c for c in (pg.get("status") or {}).get("conditions") or [] if c.get("type") == "Unschedulable"),
+                    None)
+        return (pg, cond) if cond else None
+
+    pg, cond = sc.wait("the gang's PodGroup, its 3 pods annotated, Unschedulable", unschedulable)
+    assert pg["spec"]["minMember"] == 3, pg["spec"]
+    assert pg["spec"]["minResources"]["requests.cpu"] == "9" and pg["spec"]["minResources"]["pods"] == "3", pg["spec"]
+    assert pg["metadata"]["annotations"] == {"volcano.sh/owner-note": "kept"}
+    assert cond["status"] == "True" and cond["reason"] == "NotEnoughResources", cond
+    assert pg["status"]["phase"] == "Inqueue"  # enqueue admits on cluster totals (10 cpu >= 9)
+
+    three_sessions_bind_nothing(sc, nats_server.url, pods, 3)  # and no BindPod decided
+    print(f"PodGroup {name}: spec {pg['spec']}; condition {cond}")

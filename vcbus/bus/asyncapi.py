@@ -123,7 +123,8 @@ def document() -> dict[str, Any]:
         "description": "Not CloudEvents: the watch event as the API server sent it, `managedFields` removed "
                        "(docs/events.md). `kind` `timer` holds the decider's TIMER records.",
         "parameters": {
-            "kind": {"description": "Lower-case kind: job, pod, podgroup, queue, command, node, priorityclass, timer."},
+            "kind": {"description": "Lower-case kind: job, pod, podgroup, queue, command, node, priorityclass, "
+                                        "replicaset, statefulset, daemonset, timer."},
             "namespace": {"description": "The object's namespace, `_` for cluster-scoped objects."},
             "name": {"$ref": "#/components/parameters/name"},
         },

@@ -20,6 +20,7 @@ from vcbus.cli.output import namespace_scope
 from vcbus.errors import UserError
 from vcbus.observability.probes import DEFAULT_ADDR
 from vcbus.bus.cloudevents import resolve_source
+from vcbus.k8s.bridge import RESOURCES as BRIDGED
 from vcbus.settings import BusSettings, bus_options, from_flags, service_credentials_option
 
 SERVICES = ("decider", "projector", "scheduler")
@@ -271,7 +272,7 @@ def up(
             raise UserError(f"--kube-api-burst {kube_api_burst}: expected 1 or more")
         api_client = api_client_for(kubeconfig, context=context, qps=kube_api_qps, burst=kube_api_burst,
                                     timeout=duration(kube_api_timeout, "--kube-api-timeout"),
-                                    connections=actuator_concurrency + 8)
+                                    connections=actuator_concurrency + len(BRIDGED) + 1)  # a watch each
         ops.elect(api_client)
     elif ops.leader_elect:
         raise UserError("--leader-elect takes a Lease on the cluster: add --kubeconfig PATH or --cluster")

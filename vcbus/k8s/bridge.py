@@ -11,6 +11,11 @@ becomes a watch record stamped with the time the bridge observed it (`"time"`,
 the event time the state machines use) and is published with its dedup id
 `<uid>:<resourceVersion>:<type>`.
 
+A pod's owners (ReplicaSets, StatefulSets, DaemonSets: the kinds whose annotations Volcano's
+podgroup controller reads, statemachines/podgroups/) are published when their pod template is
+for one of `scheduler_names` (`owner_wanted`), and pods are held back until the owners' first
+lists are in the stream, so that a pod listed at start-up comes after its owner.
+
 Pods: every pod is watched, and a pod is published when either reader needs
 it, the filter Volcano's own informers use: the job controller reads the pods
 of vcjobs (label `volcano.sh/job-name`), the scheduler reads the pods it is
@@ -75,9 +80,12 @@ from vcbus.k8s.watching import ResourceWatcher, resource_kind
 
 log = logging.getLogger("vcbus.bridge")
 
-RESOURCES = ("vcjobs", "pods", "podgroups", "queues", "commands", "nodes", "priorityclasses")
+OWNERS = ("replicasets", "statefulsets", "daemonsets")  # a pod's owners whose annotations the podgroup controller reads
+RESOURCES = ("vcjobs", "pods", "podgroups", "queues", "commands", "nodes", "priorityclasses", *OWNERS)
 BRIDGE_BUCKET = "vcbus_bridge"
-HELD_UNTIL_LISTED = ("vcjobs",)  # published once every other resource's first list is in the stream
+# published once these resources' first lists are in the stream: vcjobs after every other resource's,
+# pods after their owners' (a pod's PodGroup is built with its owner's annotations)
+HELD_UNTIL_LISTED = {"vcjobs": None, "pods": OWNERS}
 HOLD_WARNING = 30.0  # seconds: say what the held resources wait for, every this often
 SAVE_EVERY = 1.0  # seconds: the position is saved at most this often while events keep coming
 SCHEDULER_NAMES = ("volcano",)
@@ -90,6 +98,16 @@ def pod_wanted(pod: dict, scheduler_names: tuple[str, ...] = SCHEDULER_NAMES) ->
         return True
     spec = pod.get("spec") or {}
     return spec.get("schedulerName") in scheduler_names or bool(spec.get("nodeName"))
+
+
+def owner_wanted(owner: dict, scheduler_names: tuple[str, ...] = SCHEDULER_NAMES) -> bool:
+    """Whether a ReplicaSet, StatefulSet or DaemonSet reaches the bus: its pods are for our scheduler
+    (its pod template's `schedulerName`), or it is gone (a DELETED: its trim has no spec)."""
+    spec = owner.get("spec")
+    if spec is None:
+        return True
+    template = (spec.get("template") or {}).get("spec") or {}
+    return template.get("schedulerName") in scheduler_names
 _enc = msgspec.json.Encoder()
 
 
@@ -227,7 +245,7 @@ class Bridge:
                                                     **self._selectors(resource))
         else:
             watcher = ResourceWatcher(self.api, resource, namespace=self.namespace, **self._selectors(resource))
-        wanted = pod_wanted if resource == "pods" else None
+        wanted = pod_wanted if resource == "pods" else owner_wanted if resource in OWNERS else None
         self.watchers[resource] = watcher
         loop = asyncio.get_running_loop()
         wake = asyncio.Event()  # set by the watcher's thread for each item it queues, and by `stop`
@@ -243,7 +261,7 @@ class Bridge:
         saved = watcher.resource_version
         saved_at = loop.time()
         if resource in HELD_UNTIL_LISTED:
-            await self._hold(resource, stop)
+            await self._hold(resource, stop, HELD_UNTIL_LISTED[resource])
         relay = asyncio.create_task(_relay(stop, wake))
         try:
             while not stop.is_set():
@@ -308,12 +326,14 @@ class Bridge:
         # Every pod, not only the labelled ones the watcher selects by default (see the module docstring).
         return {"label_selector": ""} if resource == "pods" else {}
 
-    async def _hold(self, resource: str, stop: asyncio.Event) -> None:
-        """Wait until the first list of every other resource is in the stream (or `stop`)."""
+    async def _hold(self, resource: str, stop: asyncio.Event, after: tuple[str, ...] | None = None) -> None:
+        """Wait until the first list of every resource in `after` (None: every other one) that this
+        bridge watches is in the stream (or `stop`)."""
         loop = asyncio.get_running_loop()
         since = loop.time()
         while not stop.is_set():
-            missing = [r for r in self.resources if r != resource and not self.listed[r].is_set()]
+            missing = [r for r in self.resources if r != resource and (after is None or r in after)
+                       and not self.listed[r].is_set()]
             if not missing:
                 return
             waits = [asyncio.ensure_future(e.wait()) for e in (stop, *(self.listed[r] for r in missing))]

@@ -116,6 +116,10 @@ RESOURCES: dict[str, ResourceKind] = {
         ResourceKind("commands", "bus.volcano.sh", "v1alpha1", "commands", "Command", True),
         ResourceKind("nodes", "", "v1", "nodes", "Node", False),
         ResourceKind("priorityclasses", "scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False),
+        # a pod's owners, for Volcano's podgroup controller (statemachines/podgroups/)
+        ResourceKind("replicasets", "apps", "v1", "replicasets", "ReplicaSet", True),
+        ResourceKind("statefulsets", "apps", "v1", "statefulsets", "StatefulSet", True),
+        ResourceKind("daemonsets", "apps", "v1", "daemonsets", "DaemonSet", True),
     )
 }
 
@@ -129,6 +133,9 @@ _ALIASES = {
     "node": "nodes", "no": "nodes",
     "priorityclass": "priorityclasses", "pc": "priorityclasses",
     "priorityclasses.scheduling.k8s.io": "priorityclasses",
+    "replicaset": "replicasets", "rs": "replicasets", "replicasets.apps": "replicasets",
+    "statefulset": "statefulsets", "sts": "statefulsets", "statefulsets.apps": "statefulsets",
+    "daemonset": "daemonsets", "ds": "daemonsets", "daemonsets.apps": "daemonsets",
 }
 
 
