@@ -191,6 +191,8 @@ class Engine:
             on_pod(self, record.type, obj)  # type: ignore[union-attr]
             if record.type == "ADDED":  # type: ignore[union-attr]
                 self.podgroup_controller.pod_added(obj)
+            elif record.type == "DELETED" and self.podgroup_controller.waiting:  # type: ignore[union-attr]
+                self.podgroup_controller.pod_deleted(obj)
         elif kind is Job:  # exact classes: a failed isinstance on a Struct class is slow
             on_job(self, record.type, obj, raw)  # type: ignore[union-attr]
             self.gc.job(record.type, obj)  # type: ignore[union-attr]

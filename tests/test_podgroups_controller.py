@@ -304,3 +304,13 @@ def test_an_owners_annotations_changing_later_change_nothing():
                record("ADDED", plain_pod("q", f"{POD_UID[:-1]}q", owners=[RS_REF]))])
     assert [type(x).__name__ for x in out] == ["CreateWorkloadPodGroup", "AnnotatePodGroupName", "AnnotatePodGroupName"]
     assert out[0].podgroup["spec"]["minMember"] == 2
+
+
+def test_a_pod_deleted_while_it_waits_for_its_owner_gets_nothing():
+    """Volcano's queued request for a pod that is gone finds no pod: no PodGroup, no annotation."""
+    gone = plain_pod("web-0", f"{POD_UID[:-1]}0", owners=[RS_REF])
+    out = run([replica_set(name="web-other", uid="y"), record("ADDED", gone),
+               record("ADDED", plain_pod("web-1", f"{POD_UID[:-1]}1", owners=[RS_REF])), record("DELETED", gone),
+               replica_set(annotations={"scheduling.volcano.sh/group-min-member": "2"})])
+    assert [(type(x).__name__, x.pod if isinstance(x, o.CreateWorkloadPodGroup) else x.name) for x in out] == [
+        ("CreateWorkloadPodGroup", "web-1"), ("AnnotatePodGroupName", "web-1")]

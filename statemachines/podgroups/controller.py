@@ -22,7 +22,7 @@ the pod names): the fold keeps the annotations of the latest record of each, and
 PodGroup with them (manifest.py). The watches of pods and of their owners are apart, so a pod can
 come before its owner, which Volcano's Get would have found: once the log has shown an owner of
 that kind, a pod whose controlling owner of that kind the log has not shown yet waits for it (its
-ADDED, or its DELETED: Volcano's Get failing). A log with no owner of that kind (one recorded
+ADDED, or its DELETED: Volcano's Get failing); deleted meanwhile, it is forgotten. A log with no owner of that kind (one recorded
 before vcbus watched them) is Volcano's failed Get: no wait, no owner annotations.
 
 No update when an owner's annotations change, as Volcano: its ReplicaSet and StatefulSet update
@@ -74,6 +74,19 @@ class PodGroupController:
             self.gone.discard((meta.namespace, kind, meta.name))
         for pod in self.waiting.pop((meta.namespace, kind, meta.name), ()):
             self.pod_added(pod)
+
+    def pod_deleted(self, pod: Pod) -> None:
+        """A pod deleted while it waits for its owner is forgotten (Volcano's queued request finds no pod)."""
+        meta = pod.metadata
+        ref = controller_reference(pod)
+        if ref is None:
+            return
+        key = (meta.namespace, ref.kind, ref.name)
+        pods = self.waiting.get(key)
+        if pods:
+            pods[:] = [p for p in pods if p.metadata.uid != meta.uid]
+            if not pods:
+                del self.waiting[key]
 
     def pod_added(self, pod: Pod) -> None:
         if pod.spec.scheduler_name not in self.scheduler_names:
