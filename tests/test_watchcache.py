@@ -95,3 +95,23 @@ def test_a_bind_from_the_cache_still_refuses_a_pod_of_another_scheduler(k8s, k8s
         assert Actuator(api, cache).apply(bind) == "refused"
         assert cache.hits == hits + 1  # decided on the cached pod, without a read
         assert not client.CoreV1Api(api).read_namespaced_pod("d", ns).spec.node_name
+
+
+def test_an_event_on_a_pod_the_cache_holds_names_it_without_a_read(k8s, k8s_namespace):
+    api, ns = k8s.api_client(), k8s_namespace
+    with ResourceWatcher(api, "pods", namespace=ns, label_selector="") as w:
+        cache = WatchCache({"pods": w})
+        made = api_request(api, "POST", f"/api/v1/namespaces/{ns}/pods", body=pod("e"))
+        consume_until(w, lambda: cache.get(PODS, ns, "e") is not None, "the pod in the cache")
+        hits, misses = cache.hits, cache.misses
+        event = o.RecordEvent(job=f"{ns}/j", seq=1, time=T1, reason="Scheduled", message="assigned to n",
+                              kind="Pod", name="e", api_version="v1", component="vc-scheduler")
+        assert Actuator(api, cache).apply(event) == "applied"
+        assert (cache.hits, cache.misses) == (hits + 1, misses)  # the pod named from the cache
+        events = client.CoreV1Api(api).list_namespaced_event(ns, field_selector="involvedObject.name=e").items
+        assert [(e.reason, e.involved_object.uid) for e in events] == [("Scheduled", made["metadata"]["uid"])]
+        # a pod the cache has not seen is read from the API server, as before
+        api_request(api, "POST", f"/api/v1/namespaces/{ns}/pods", body=pod("f"))
+        unseen = o.RecordEvent(job=f"{ns}/j", seq=2, time=T1, reason="Scheduled", message="assigned to n",
+                               kind="Pod", name="f", api_version="v1", component="vc-scheduler")
+        assert Actuator(api, WatchCache({})).apply(unseen) == "applied"

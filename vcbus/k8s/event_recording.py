@@ -3,9 +3,11 @@
 The involved object is the vcjob of the command's job key unless the command
 names another one (`kind`/`name`): a PodGroup or a Pod in the job's namespace,
 or a cluster-scoped Queue (job key `_/<queue>`). Its uid and resourceVersion
-are read from the API server (the vcjob and the pod with `get`, a PodGroup or
-Queue with a `list` on `metadata.name`, the verbs the bridge already has); a
-command about an object that is gone is dropped. An Event about a
+come from the watch cache of the same process when it holds the object (the
+vcjob, the pod, the PodGroup: as Volcano's recorder names the object its
+informer holds), else from the API server (the vcjob and the pod with `get`, a
+PodGroup or Queue with a `list` on `metadata.name`, the verbs the bridge already
+has); a command about an object that is gone is dropped. An Event about a
 cluster-scoped object goes to namespace `default`, as Kubernetes' event
 recorder puts it. The source component is the command's `component`, else
 `vc-controller-manager`. The pod read and the Event's POST go the actuator's raw
@@ -36,7 +38,7 @@ from kubernetes.client.rest import ApiException
 
 from statemachines import outputs as o
 from vcbus.bus.subjects import CLUSTER_SCOPE
-from vcbus.k8s import rawcalls
+from vcbus.k8s import rawcalls, watchcache
 from vcbus.k8s.ownership import (
     SCHEDULER_NAMES,
     Refused,
@@ -76,8 +78,18 @@ class EventRecording:
     core: client.CoreV1Api
     custom: client.CustomObjectsApi
 
-    def _job(self, ns: str, name: str) -> dict | None:  # provided by Actuator
+    def _job(self, ns: str, name: str, *, cached: bool = False) -> dict | None:  # provided by Actuator
         raise NotImplementedError
+
+    def _podgroup(self, ns: str, name: str, *, cached: bool = False) -> dict | None:  # provided by Actuator
+        raise NotImplementedError
+
+    def _cached(self, resource: str, ns: str, name: str) -> dict | None:
+        """The watch cache's object (vcbus.k8s.watchcache), None on a miss. An Event names its object as the
+        recorder's cache holds it (Volcano's recorder takes the object from its informer's cache); the uid
+        of a name re-created since is the cache's until the watch shows the new one."""
+        cache = getattr(self, "cache", None)
+        return None if cache is None else cache.get(resource, ns, name)
 
     def _by_name(self, api_version: str, kind: str, ns: str | None, name: str) -> dict | None:
         """A custom object read through `list` (fieldSelector metadata.name), or None if there is none."""
@@ -102,10 +114,11 @@ class EventRecording:
         require_event_target(kind, cmd.name or name, ns, name, cluster=cluster)
         read_job = lambda: self._job(ns, name)  # noqa: E731
         if kind == "Job":
-            obj: Any = self._job(ns, name)
+            obj: Any = self._job(ns, name, cached=True)
             api_version = JOB_API_VERSION
-        elif kind == "Pod":  # read as plain JSON: one per bound pod (Scheduled), no V1Pod built
-            pod = rawcalls.read(self.api, rawcalls.pod_path(ns, cmd.name or name))
+        elif kind == "Pod":  # one per bound pod (Scheduled): the watch cache's, else read as plain JSON
+            pod = self._cached(watchcache.PODS, ns, cmd.name or name) or rawcalls.read(
+                self.api, rawcalls.pod_path(ns, cmd.name or name))
             if pod is None:
                 return None
             schedulers = getattr(self, "scheduler_names", SCHEDULER_NAMES)
@@ -114,7 +127,9 @@ class EventRecording:
             api_version = "v1"
         else:  # a PodGroup or a Queue (require_event_target: no other kind)
             target = cmd.name or name
-            obj = self._by_name(SCHEDULING_API_VERSION, kind, None if kind == "Queue" else ns, target)
+            obj = None if kind == "Queue" else self._cached(watchcache.PODGROUPS, ns, target)
+            if obj is None:
+                obj = self._by_name(SCHEDULING_API_VERSION, kind, None if kind == "Queue" else ns, target)
             api_version = SCHEDULING_API_VERSION
             if obj is not None and kind == "PodGroup":
                 pg = obj
