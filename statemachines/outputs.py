@@ -338,6 +338,16 @@ class CreateWorkloadPodGroup(Output, tag="cmd.podgroup.workload.create.v1", kw_o
     podgroup: dict[str, Any] = {}  # the manifest (statemachines.podgroups.manifest.build_podgroup)
 
 
+class DeleteWorkloadPodGroup(Output, tag="cmd.podgroup.workload.delete.v1", kw_only=True):
+    """Delete the PodGroup of a ReplicaSet or StatefulSet scaled to 0 replicas (Volcano's podgroup
+    controller, `addReplicaSet` / `addStatefulSet`; statemachines/podgroups/). Job key
+    `<namespace>/<name>`: the PodGroup's, `podgroup-<owner_uid>`. Only a PodGroup owned by that
+    owner is deleted; NotFound is done."""
+
+    name: str
+    owner_uid: str
+
+
 class AnnotatePodGroupName(Output, tag="cmd.pod.podgroup.v1", kw_only=True):
     """Write `scheduling.k8s.io/group-name: <podgroup>` on a pod that has none (Volcano's
     `updatePodAnnotations`); job key `<namespace>/<podgroup>`."""
@@ -470,6 +480,7 @@ COMMANDS = (
     UpdatePodGroup,
     DeletePodGroup,
     CreateWorkloadPodGroup,
+    DeleteWorkloadPodGroup,
     AnnotatePodGroupName,
     UpdateJobStatus,
     DeleteBusCommand,
@@ -515,6 +526,7 @@ CommandOut = Union[
     UpdatePodGroup,
     DeletePodGroup,
     CreateWorkloadPodGroup,
+    DeleteWorkloadPodGroup,
     AnnotatePodGroupName,
     UpdateJobStatus,
     DeleteBusCommand,

@@ -162,3 +162,37 @@ def test_a_pod_replaced_between_the_read_and_the_patch_is_done(cluster, monkeypa
     monkeypatch.setattr(act, "_pod", lambda *a: next(reads, None) or real(*a))
     assert act.apply(annotate) == "done"
     assert core.read_namespaced_pod("r", ns).metadata.annotations is None
+
+
+def test_a_replicaset_scaled_to_zero_has_its_podgroup_deleted(cluster):
+    """Volcano's `addReplicaSet` with `spec.replicas == 0` deletes `podgroup-<uid>`; only that owner's."""
+    api, core, custom, act, ns = cluster
+    apps = client.AppsV1Api(api)
+    rs = apps.create_namespaced_replica_set(ns, {
+        "metadata": {"name": "old-5d8f"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}}, "spec": pod_manifest("x")["spec"]}}})
+    owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": rs.metadata.name, "uid": rs.metadata.uid,
+             "controller": True, "blockOwnerDeletion": True}
+    core.create_namespaced_pod(ns, pod_manifest("old-5d8f-0", owner=owner))
+    engine, seqs = Engine(), iter(range(1, 100))
+
+    def fold(obj: dict, rtype: str = "ADDED") -> list[o.Output]:
+        out = engine.apply(next(seqs), decode(msgspec.json.encode({"type": rtype, "object": obj})))
+        return [x for x in out if isinstance(x, (o.CreateWorkloadPodGroup, o.AnnotatePodGroupName,
+                                                 o.DeleteWorkloadPodGroup))]
+
+    rs_path = f"/apis/apps/v1/namespaces/{ns}/replicasets/old-5d8f"
+    assert fold(rawcalls.read(api, rs_path)) == []
+    assert [act.apply(c) for c in fold(live(api, ns, "old-5d8f-0"))] == ["applied", "applied"]
+    pg_name = f"podgroup-{rs.metadata.uid}"
+    apps.patch_namespaced_replica_set("old-5d8f", ns, {"spec": {"replicas": 0}})
+    deletes = fold(rawcalls.read(api, rs_path), "MODIFIED")
+    assert [(type(c), c.job, c.owner_uid) for c in deletes] == [(o.DeleteWorkloadPodGroup, f"{ns}/{pg_name}", rs.metadata.uid)]
+    forged = o.DeleteWorkloadPodGroup(job=f"{ns}/{pg_name}", seq=9, name=pg_name, owner_uid="someone-else")
+    assert act.apply(forged) == "refused"  # names another owner's PodGroup
+    assert act.apply(deletes[0]) == "applied"
+    with pytest.raises(client.ApiException) as err:
+        custom.get_namespaced_custom_object(PG_GROUP, PG_VERSION, ns, PG_PLURAL, pg_name)
+    assert err.value.status == 404
+    assert act.apply(deletes[0]) == "done"  # redelivered: NotFound

@@ -518,6 +518,16 @@ def test_the_actuator_applies_every_command_type_as_the_service_account(k8s, dep
     core.create_namespaced_pod(ns, pod_manifest("plain"))
     for cmd in decided([live(admin, ns, "plain")]):
         apply(cmd)
+    # ... and a ReplicaSet scaled to 0 has its PodGroup deleted (read first: whose it is).
+    rs = client.AppsV1Api(admin).create_namespaced_replica_set(ns, {"metadata": {"name": "scaled"}, "spec": {
+        "replicas": 0, "selector": {"matchLabels": {"app": "scaled"}},
+        "template": {"metadata": {"labels": {"app": "scaled"}}, "spec": pod_manifest("x")["spec"]}}})
+    scaled_pg = f"podgroup-{rs.metadata.uid}"
+    custom.create_namespaced_custom_object(PG_GROUP, PG_VERSION, ns, PG_PLURAL, {
+        "apiVersion": f"{PG_GROUP}/{PG_VERSION}", "kind": "PodGroup", "metadata": {"name": scaled_pg, "ownerReferences": [
+            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "scaled", "uid": rs.metadata.uid}]},
+        "spec": {"minMember": 1}})
+    apply(o.DeleteWorkloadPodGroup(job=f"{ns}/{scaled_pg}", seq=21, name=scaled_pg, owner_uid=rs.metadata.uid))
     # The garbage collector.
     apply(o.DeleteJob(job=key, seq=22, uid=uid))
 

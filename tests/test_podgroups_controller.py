@@ -185,13 +185,13 @@ def test_the_commands_are_stamped_with_the_record_and_decode_back_typed():
 
 
 def replica_set(rtype: str = "ADDED", name: str = "web-5d8f", uid: str = RS_UID, annotations: dict | None = None,
-                kind: str = "ReplicaSet") -> bytes:
+                kind: str = "ReplicaSet", replicas: int = 3) -> bytes:
     meta: dict[str, Any] = {"name": name, "namespace": NS, "uid": uid, "resourceVersion": "9",
                             "creationTimestamp": "2026-12-01T09:59:00Z"}
     if annotations is not None:
         meta["annotations"] = annotations
     return record(rtype, {"apiVersion": "apps/v1", "kind": kind, "metadata": meta,
-                          "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}}}})
+                          "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "web"}}}})
 
 
 def created_after(owners: list[bytes], pod: dict[str, Any]) -> dict[str, Any]:
@@ -314,3 +314,39 @@ def test_a_pod_deleted_while_it_waits_for_its_owner_gets_nothing():
                replica_set(annotations={"scheduling.volcano.sh/group-min-member": "2"})])
     assert [(type(x).__name__, x.pod if isinstance(x, o.CreateWorkloadPodGroup) else x.name) for x in out] == [
         ("CreateWorkloadPodGroup", "web-1"), ("AnnotatePodGroupName", "web-1")]
+
+
+def deletes(records: list[bytes]) -> list[tuple[str, str, str]]:
+    engine = Engine()
+    return [(x.job, x.name, x.owner_uid) for seq, data in enumerate(records, 1)
+            for x in engine.apply(seq, decode(data)) if isinstance(x, o.DeleteWorkloadPodGroup)]
+
+
+STS_REF = {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "db", "uid": "sts-uid", "controller": True}
+# (case, records, the DeleteWorkloadPodGroup decided) - Volcano's addReplicaSet / addStatefulSet
+SCALED = [
+    ("a ReplicaSet scaled to 0: its PodGroup deleted",
+     [replica_set(), record("ADDED", plain_pod(owners=[RS_REF])), replica_set("MODIFIED", replicas=0)],
+     [(f"{NS}/{PG_RS}", PG_RS, RS_UID)]),
+    ("a StatefulSet scaled to 0 likewise",
+     [replica_set(kind="StatefulSet", name="db", uid="sts-uid"), record("ADDED", plain_pod(owners=[STS_REF])),
+      replica_set("MODIFIED", kind="StatefulSet", name="db", uid="sts-uid", replicas=0)],
+     [(f"{NS}/podgroup-sts-uid", "podgroup-sts-uid", "sts-uid")]),
+    ("a ReplicaSet at 0 with no PodGroup: nothing to delete",
+     [replica_set(replicas=0), replica_set("MODIFIED", replicas=0)], []),
+    ("its PodGroup already DELETED: nothing",
+     [replica_set(), record("ADDED", plain_pod(owners=[RS_REF])), podgroup_record("ADDED", PG_RS),
+      podgroup_record("DELETED", PG_RS), replica_set("MODIFIED", replicas=0)], []),
+    ("a ReplicaSet deleted at 0 replicas: the garbage collector's, not a delete",
+     [replica_set(), record("ADDED", plain_pod(owners=[RS_REF])), replica_set("DELETED", replicas=0)], []),
+    ("a DaemonSet has no replicas: never",
+     [replica_set(kind="DaemonSet", name="agent", uid="ds-uid"),
+      record("ADDED", plain_pod(owners=[{**STS_REF, "kind": "DaemonSet", "name": "agent", "uid": "ds-uid"}])),
+      record("MODIFIED", {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {
+          "name": "agent", "namespace": NS, "uid": "ds-uid"}, "spec": {"replicas": 0}})], []),
+]
+
+
+@pytest.mark.parametrize("case,records,expected", SCALED, ids=[c[0] for c in SCALED])
+def test_an_owner_scaled_to_zero_has_its_podgroup_deleted(case, records, expected):
+    assert deletes(records) == expected

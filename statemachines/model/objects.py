@@ -249,16 +249,23 @@ class Command(Struct, frozen=True, tag_field="kind", tag="Command", rename="came
 # ---------------------------------------------------------------- a pod's owners
 
 
+class ReplicasView(Struct, frozen=True, rename="camel", gc=False):
+    replicas: int | None = None
+
+
 class ReplicaSet(Struct, frozen=True, tag_field="kind", tag="ReplicaSet", rename="camel", gc=False):
-    """What Volcano's podgroup controller reads of a pod's owner: its annotations (statemachines/podgroups/)."""
+    """What Volcano's podgroup controller reads of a pod's owner: its annotations, and for a
+    ReplicaSet or StatefulSet its replicas (statemachines/podgroups/)."""
 
     api_version: str = ""
     metadata: Meta = Meta()
+    spec: ReplicasView = ReplicasView()
 
 
 class StatefulSet(Struct, frozen=True, tag_field="kind", tag="StatefulSet", rename="camel", gc=False):
     api_version: str = ""
     metadata: Meta = Meta()
+    spec: ReplicasView = ReplicasView()
 
 
 class DaemonSet(Struct, frozen=True, tag_field="kind", tag="DaemonSet", rename="camel", gc=False):

@@ -28,9 +28,10 @@ before vcbus watched them) is Volcano's failed Get: no wait, no owner annotation
 No update when an owner's annotations change, as Volcano: its ReplicaSet and StatefulSet update
 handlers (`addReplicaSet`, `addStatefulSet`) create or update the PodGroup only from a pod without
 a `scheduling.k8s.io/group-name` annotation, and the pod handler has annotated every pod of the
-PodGroup; a PodGroup is built once, from its first pod. Not here (docs/fidelity.md): those
-handlers' deletion of the PodGroup when the owner scales to 0 replicas. The PodGroup is deleted
-with its owner by Kubernetes' garbage collector, through its ownerReferences.
+PodGroup; a PodGroup is built once, from its first pod. Those handlers also delete the PodGroup
+of a ReplicaSet or StatefulSet scaled to 0 replicas (a Deployment's old ReplicaSet after a rollout):
+`DeleteWorkloadPodGroup`. Otherwise the PodGroup is deleted with its owner by Kubernetes' garbage
+collector, through its ownerReferences.
 """
 
 from __future__ import annotations
@@ -72,8 +73,21 @@ class PodGroupController:
         else:
             in_ns[(kind, meta.name)] = dict(meta.annotations or {})
             self.gone.discard((meta.namespace, kind, meta.name))
+            spec = getattr(obj, "spec", None)
+            if spec is not None and spec.replicas == 0 and meta.uid:
+                self._scaled_to_zero(meta)
         for pod in self.waiting.pop((meta.namespace, kind, meta.name), ()):
             self.pod_added(pod)
+
+    def _scaled_to_zero(self, meta: Any) -> None:
+        """`addReplicaSet` / `addStatefulSet` with `spec.replicas == 0`: delete `podgroup-<uid>`. Volcano
+        asks on every such event and ignores NotFound; vcbus asks while the log shows the PodGroup
+        (or it was asked for), the same end with no call for an owner that has none."""
+        name = PREFIX + meta.uid
+        key = f"{meta.namespace}/{name}"
+        if key in self.known:
+            host = self.host
+            host.out.append(o.DeleteWorkloadPodGroup(job=key, seq=host.seq, time=host.now, name=name, owner_uid=meta.uid))
 
     def pod_deleted(self, pod: Pod) -> None:
         """A pod deleted while it waits for its owner is forgotten (Volcano's queued request finds no pod)."""

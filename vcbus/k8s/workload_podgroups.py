@@ -9,6 +9,9 @@ serves (vcbus.k8s.ownership: anything else is refused):
   PodGroup, in the key's namespace, and owned as Volcano owns it: by the pod, or by the pod's
   own controlling owner (whose uid names it). AlreadyExists is done; a pod that is gone
   drops it (Volcano's worker skips a pod its lister no longer has).
+- DeleteWorkloadPodGroup deletes `podgroup-<owner uid>` of a ReplicaSet or StatefulSet scaled to 0:
+  only when that owner is among its ownerReferences, with the uid read as a precondition;
+  NotFound (or a PodGroup replaced meanwhile) is done.
 - AnnotatePodGroupName writes `scheduling.k8s.io/group-name` on the pod, a strategic merge
   patch as Volcano's `updatePodAnnotations`, carrying the pod's uid (the API server refuses
   it, 422, for another pod of the same name: then done). A pod that has the annotation already, with whatever
@@ -78,6 +81,24 @@ class WorkloadPodGroups:
             rawcalls.call(self.api, "POST", rawcalls.object_path(PG_GROUP, PG_VERSION, ns, PG_PLURAL), body=cmd.podgroup)
         except ApiException as err:
             if _status(err) == 409:
+                return "done"
+            raise
+        return "applied"
+
+    def _DeleteWorkloadPodGroup(self, ns: str, name: str, cmd: o.DeleteWorkloadPodGroup, index: int) -> str:
+        if name != cmd.name or name != PREFIX + cmd.owner_uid:
+            raise Refused(f"DeleteWorkloadPodGroup for {ns}/{name} names {cmd.name} of owner {cmd.owner_uid}")
+        path = rawcalls.object_path(PG_GROUP, PG_VERSION, ns, PG_PLURAL, name)
+        pg = rawcalls.read(self.api, path)
+        if pg is None:
+            return "done"
+        meta = pg.get("metadata") or {}
+        if cmd.owner_uid not in {r.get("uid") for r in meta.get("ownerReferences") or []}:
+            raise Refused(f"PodGroup {ns}/{name} is not owned by {cmd.owner_uid}")
+        try:  # the uid read: a PodGroup of that name made since is not this one
+            rawcalls.call(self.api, "DELETE", path, body={"preconditions": {"uid": meta.get("uid")}})
+        except ApiException as err:
+            if _status(err) in (404, 409):
                 return "done"
             raise
         return "applied"
