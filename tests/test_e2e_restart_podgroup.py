@@ -70,7 +70,9 @@ def test_a_restarted_jobs_new_podgroup_only_ever_shows_phases_of_its_own_session
     for node in core.list_node().items:
         core.delete_node(node.metadata.name)
     nodes = kwok_env.create_nodes(api, 3, cpu="5", memory="16Gi", pods="110", prefix=f"restart-{uuid.uuid4().hex[:4]}")
-    up, _ = start_up(k8s, tmp_path, ns, "--schedule-period", "200ms")
+    # a small actuator: its watches then outnumber its appliers, as a pool sized for the actuator alone
+    # (concurrency + 8) could not hold; the shutdown check below failed with that sizing
+    up, _ = start_up(k8s, tmp_path, ns, "--schedule-period", "200ms", "--actuator-concurrency", "2")
     wait = Waiter(kwok, up, lambda: f"podgroups {history.podgroups if history else []}")
     try:
         kwok_env.wait_nodes_ready(api, nodes, timeout=DEADLINE, kwok=kwok)
@@ -119,5 +121,10 @@ def test_a_restarted_jobs_new_podgroup_only_ever_shows_phases_of_its_own_session
         for (pod_uid, version), bound_rv in history.binds.items():
             assert bound_rv > inqueue_at[int(version)], (pod_uid, version, bound_rv, inqueue_at)
         print(f"podgroup incarnations: {[[p for _, _, p in r] for r in by_uid.values()]}")
+        up.stop()  # SIGTERM: what it says while it shuts down is checked too
+        said = up.log.read_text(errors="replace")
+        # urllib3 discards a connection (and says so) when more threads use the client than its pool
+        # holds: the actuator's concurrency plus a watch per bridged resource (issue 32 item 6)
+        assert "Connection pool is full" not in said, up.tail()
     finally:
         cleanup(up, [history], api, nodes)
