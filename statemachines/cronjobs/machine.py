@@ -32,6 +32,8 @@ from typing import Callable
 from msgspec import Struct
 from transitions import Machine, MachineError
 
+from statemachines.machinegraph import GuardModel, compile_graph
+
 # ------------------------------------------------------------------ the CronJob
 
 NEW = "New"
@@ -106,9 +108,6 @@ class IllegalRunTransition(ValueError):
 
 # ------------------------------------------------------------------ build and compile
 
-Guard = tuple[Callable[[Check], bool], bool]
-
-
 def build_machine(which: str, model: object = None, *, initial: str | None = None, cls: type = Machine) -> Machine:
     """`which` is "cronjob" or "run". Pass a model only for debugging or diagrams."""
     states, transitions, first = (
@@ -125,18 +124,8 @@ def build_machine(which: str, model: object = None, *, initial: str | None = Non
     )
 
 
-def compile_graph(machine: Machine) -> dict[tuple[str, str], list[tuple[str, tuple[Guard, ...]]]]:
-    graph: dict[tuple[str, str], list[tuple[str, tuple[Guard, ...]]]] = {}
-    for trigger, event in machine.events.items():
-        for source, transitions in event.transitions.items():
-            graph[(source, trigger)] = [
-                (t.dest, tuple((CRONJOB_GUARDS[c.func], c.target) for c in t.conditions)) for t in transitions
-            ]
-    return graph
-
-
-CRONJOB_GRAPH = compile_graph(build_machine("cronjob"))
-RUN_GRAPH = compile_graph(build_machine("run"))
+CRONJOB_GRAPH = compile_graph(build_machine("cronjob"), CRONJOB_GUARDS)
+RUN_GRAPH = compile_graph(build_machine("run"), CRONJOB_GUARDS)
 
 
 def fire_cronjob(state: str, trigger: str, check: Check) -> str:
@@ -155,17 +144,9 @@ def fire_run(state: str, trigger: str) -> str:
     return options[0][0]
 
 
-class DebugModel:
-    """A model for driving the real `transitions.Machine` (tests and diagrams only)."""
-
-    def __init__(self, check: Check) -> None:
-        for name, fn in CRONJOB_GUARDS.items():
-            setattr(self, name, lambda fn=fn: fn(check))
-
-
 def fire_with_transitions(which: str, state: str, trigger: str, check: Check = Check()) -> str:
     """`fire_cronjob` / `fire_run` through `transitions` itself (slow; for checking them)."""
-    model = DebugModel(check)
+    model = GuardModel(CRONJOB_GUARDS, check)
     machine = build_machine(which, model, initial=state)
     try:
         model.trigger(trigger)  # type: ignore[attr-defined]

@@ -16,12 +16,11 @@ A test fires every trigger both ways and checks they agree.
 
 from __future__ import annotations
 
-from typing import Callable
-
 from transitions import Machine, MachineError
 
 from statemachines.job import aborted, aborting, completing, finished, pending, restarting, running, terminating
 from statemachines.job.handling import DEFAULT, GUARDS, Check, Handling
+from statemachines.machinegraph import Guard, GuardModel, compile_graph
 from statemachines.model.vocabulary import Phase
 
 PHASE_MODULES = (pending, running, restarting, aborting, aborted, completing, terminating)
@@ -66,24 +65,8 @@ def build_machine(model: object = None, *, initial: str = Phase.PENDING.value, c
     )
 
 
-Guard = tuple[Callable[[Check], bool], bool]
-
-
-def compile_graph(machine: Machine) -> dict[tuple[str, str], list[tuple[str | None, tuple[Guard, ...]]]]:
-    graph: dict[tuple[str, str], list[tuple[str | None, tuple[Guard, ...]]]] = {}
-    for trigger, event in machine.events.items():
-        for source, transitions in event.transitions.items():
-            rows = []
-            for t in transitions:
-                # every condition in the tables is named by a string (transitions also takes callables)
-                guards = tuple((GUARDS[c.func], c.target) for c in t.conditions)  # type: ignore[index]
-                rows.append((t.dest, guards))
-            graph[(source, trigger)] = rows
-    return graph
-
-
 MACHINE = build_machine()
-GRAPH = compile_graph(MACHINE)
+GRAPH = compile_graph(MACHINE, GUARDS)
 HANDLERS = handlers()
 
 
@@ -118,18 +101,9 @@ def fire_why(phase: str, trigger: str, check: Check) -> tuple[str | None, tuple[
     return None, ()
 
 
-class DebugModel:
-    """A model for driving the real `transitions.Machine` (tests and diagrams only)."""
-
-    def __init__(self, check: Check) -> None:
-        self.check = check
-        for name, fn in GUARDS.items():
-            setattr(self, name, lambda fn=fn: fn(self.check))
-
-
 def fire_with_transitions(phase: str, trigger: str, check: Check) -> str | None:
     """The same as `fire`, through `transitions` itself (slow; for checking `fire`)."""
-    model = DebugModel(check)
+    model = GuardModel(GUARDS, check)
     machine = build_machine(model, initial=phase)
     try:
         moved = model.trigger(trigger)  # type: ignore[attr-defined]

@@ -31,6 +31,7 @@ from typing import Callable
 from msgspec import Struct
 from transitions import Machine, MachineError
 
+from statemachines.machinegraph import GuardModel, compile_graph
 from statemachines.model.vocabulary import Action
 
 OPEN = "Open"
@@ -117,21 +118,8 @@ def build_machine(model: object = None, *, initial: str = OPEN, cls: type = Mach
     )
 
 
-Guard = tuple[Callable[[Check], bool], bool]
-
-
-def compile_graph(machine: Machine) -> dict[tuple[str, str], list[tuple[str, tuple[Guard, ...]]]]:
-    graph: dict[tuple[str, str], list[tuple[str, tuple[Guard, ...]]]] = {}
-    for trigger, event in machine.events.items():
-        for source, transitions in event.transitions.items():
-            graph[(source, trigger)] = [
-                (t.dest, tuple((GUARDS[c.func], c.target) for c in t.conditions)) for t in transitions
-            ]
-    return graph
-
-
 MACHINE = build_machine()
-GRAPH = compile_graph(MACHINE)
+GRAPH = compile_graph(MACHINE, GUARDS)
 
 
 class UnknownState(ValueError):
@@ -171,18 +159,9 @@ def fire(state: str, trigger: str, check: Check) -> str:
     raise AssertionError(f"no transition {trigger!r} from {state!r}")  # every trigger ends unguarded
 
 
-class DebugModel:
-    """A model for driving the real `transitions.Machine` (tests and diagrams only)."""
-
-    def __init__(self, check: Check) -> None:
-        self.check = check
-        for name, fn in GUARDS.items():
-            setattr(self, name, lambda fn=fn: fn(self.check))
-
-
 def fire_with_transitions(state: str, trigger: str, check: Check) -> str:
     """The same as `fire`, through `transitions` itself (slow; for checking `fire`)."""
-    model = DebugModel(check)
+    model = GuardModel(GUARDS, check)
     machine = build_machine(model, initial=known_state(state))
     try:
         model.trigger(trigger)  # type: ignore[attr-defined]

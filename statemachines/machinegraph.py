@@ -1,0 +1,37 @@
+"""A `transitions.Machine` compiled to a lookup table, and a model to drive the machine itself.
+
+The machines of statemachines/ are declared with `transitions`, then compiled once into
+`{(source, trigger): [(dest, ((guard, wanted), ...)), ...]}` so a decision is a dict lookup and
+a few guard calls. Each condition of the tables is named by a string, the key of the machine's
+`guards` mapping. `GuardModel` gives `transitions` those guards as methods over one check, for
+the tests and diagrams that run a trigger through the real machine to compare with the table.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from transitions import Machine
+
+Guard = tuple[Callable[[Any], bool], bool]
+Row = tuple[Any, tuple[Guard, ...]]  # (dest, guards); dest None only for an internal transition
+
+
+def compile_graph(machine: Machine, guards: Mapping[str, Callable[[Any], bool]]) -> dict[tuple[str, str], list[Row]]:
+    """Every (source, trigger) of `machine`: its transitions in order, each with its guards."""
+    graph: dict[tuple[str, str], list[Row]] = {}
+    for trigger, event in machine.events.items():
+        for source, transitions in event.transitions.items():
+            graph[(source, trigger)] = [
+                (t.dest, tuple((guards[c.func], c.target) for c in t.conditions)) for t in transitions  # type: ignore[index]
+            ]
+    return graph
+
+
+class GuardModel:
+    """A model for the real `transitions.Machine`: each guard a method over `check`."""
+
+    def __init__(self, guards: Mapping[str, Callable[[Any], bool]], check: Any) -> None:
+        self.check = check
+        for name, fn in guards.items():
+            setattr(self, name, lambda fn=fn: fn(self.check))
