@@ -18,7 +18,7 @@ and error messages are the same.
 
 from __future__ import annotations
 
-from typing import Literal, Union
+from typing import Literal, Union, final
 
 import msgspec
 from msgspec import UNSET, Raw, Struct, UnsetType
@@ -42,6 +42,7 @@ from statemachines.model.records import NAMESPACED, Decoded, Observed, checked_t
 from statemachines.model.timestamps import INVALID, object_time_if_valid
 
 
+@final  # no subclass: `type(obj) is _JobLight` tells mypy the object is none else
 class _JobLight(Struct, frozen=True, tag_field="kind", tag="Job", gc=False):
     """A vcjob, not decoded: the cut did not take it, so it is decoded whole (`decode`)."""
 
@@ -231,7 +232,7 @@ def decode_replay(data: bytes) -> Decoded:
     except (msgspec.DecodeError, RecursionError):
         return decode(data)
     obj = env.object
-    if obj.__class__ is _JobLight:  # (`type` is one of the three watch types: `_WatchType`)
+    if type(obj) is _JobLight:  # (`type` is one of the three watch types: `_WatchType`)
         return decode(data)
     return _checked_env(env.type, obj, env.time, data)
 
