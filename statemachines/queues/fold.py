@@ -56,7 +56,8 @@ class QueueFold:
     def apply(self, seq: int, record: Decoded, *, raw: bytes | None = None) -> list[o.Output]:
         """Fold one record; return the queue decisions it caused."""
         self.seq = seq
-        self.out = out = []
+        out: list[o.Output] = []
+        self.out = out
         rcls = record.__class__
         if rcls is Ignored:
             return out

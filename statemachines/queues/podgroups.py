@@ -10,7 +10,7 @@ from __future__ import annotations
 
 COUNTED = ("Pending", "Running", "Inqueue", "Unknown", "Completed")
 COUNT_FIELDS = ("pending", "running", "inqueue", "unknown", "completed")
-_INDEX = {phase: i for i, phase in enumerate(COUNTED)}
+_INDEX: dict[str | None, int] = {phase: i for i, phase in enumerate(COUNTED)}  # (None: a PodGroup without a phase)
 ZERO = (0, 0, 0, 0, 0)
 
 
