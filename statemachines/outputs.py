@@ -19,6 +19,7 @@ from typing import Any, Union
 import msgspec
 from msgspec import Struct
 
+from statemachines.model.cronjob import CronJobStatus
 from statemachines.model.status import JobStatus
 
 
@@ -260,6 +261,29 @@ class RecordRetried(Output, tag="record.retried.v1", kw_only=True):
     retry_sequence: int = 0  # its re-published copy
 
 
+# Volcano's cronjob controller (statemachines/cronjobs/). Every output's `job` is the CronJob's
+# `<namespace>/<name>`; its events on the CronJob are `RecordEvent` (kind CronJob), its timers
+# `TimerScheduled`/`TimerCancelled`/`TimerFired` (action `SyncCronJob`).
+
+
+class CronJobStateChanged(Output, tag="cronjob.state.changed.v1", kw_only=True):
+    """The CronJob machine moved (statemachines/cronjobs/machine.py)."""
+
+    from_state: str = ""
+    to_state: str = ""
+    cause: str = ""
+
+
+class CronJobRunChanged(Output, tag="cronjob.run.changed.v1", kw_only=True):
+    """A run (one scheduled time, named as its vcjob) moved; `cause` says why, in words."""
+
+    run: str  # the vcjob's name, `<cronjob>-<scheduled minutes since the epoch>`
+    scheduled: str  # the scheduled time (RFC 3339, UTC)
+    from_state: str = ""
+    to_state: str = ""
+    cause: str = ""
+
+
 DOMAIN_EVENTS = (
     JobObserved,
     JobDeleted,
@@ -282,6 +306,8 @@ DOMAIN_EVENTS = (
     JobExpired,
     RecordPoisoned,
     RecordRetried,
+    CronJobStateChanged,
+    CronJobRunChanged,
 )
 
 # ------------------------------------------------------------------ commands
@@ -472,6 +498,36 @@ class DeleteJob(Output, tag="cmd.job.delete.v1", kw_only=True):
     uid: str = ""
 
 
+# Volcano's cronjob controller's commands (statemachines/cronjobs/): a run's vcjob made and deleted, the status.
+
+
+class CreateCronJobRun(Output, tag="cmd.cronjob.job.create.v1", kw_only=True):
+    """Create the vcjob `name` in the CronJob's namespace, controlled by the CronJob `cronjob` (`cronjob_uid`)."""
+
+    name: str
+    cronjob: str
+    cronjob_uid: str
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    spec: dict[str, Any] = {}
+
+
+class DeleteCronJobRun(Output, tag="cmd.cronjob.job.delete.v1", kw_only=True):
+    """Delete the vcjob `name` of the CronJob (uid precondition: another vcjob of the name is left alone)."""
+
+    name: str
+    uid: str = ""
+
+
+class UpdateCronJobStatus(Output, tag="cmd.cronjob.status.v1", kw_only=True):
+    """Replace the CronJob's status; `uid`/`resource_version` name the CronJob it was computed from."""
+
+    name: str
+    status: CronJobStatus
+    uid: str = ""
+    resource_version: str = ""
+
+
 COMMANDS = (
     CreatePod,
     CreatePVC,
@@ -493,6 +549,9 @@ COMMANDS = (
     UpdateQueueStatus,
     CreateQueue,
     DeleteJob,
+    CreateCronJobRun,
+    DeleteCronJobRun,
+    UpdateCronJobStatus,
 )
 
 DomainEvent = Union[
@@ -517,6 +576,8 @@ DomainEvent = Union[
     JobExpired,
     RecordPoisoned,
     RecordRetried,
+    CronJobStateChanged,
+    CronJobRunChanged,
 ]
 CommandOut = Union[
     CreatePod,
@@ -539,6 +600,9 @@ CommandOut = Union[
     UpdateQueueStatus,
     CreateQueue,
     DeleteJob,
+    CreateCronJobRun,
+    DeleteCronJobRun,
+    UpdateCronJobStatus,
 ]
 AnyOutput = Union[DomainEvent, CommandOut]
 

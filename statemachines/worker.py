@@ -19,6 +19,7 @@ from typing import Any
 
 from statemachines import outputs as o
 from statemachines.cache import JobEntry
+from statemachines.cronjobs.controller import ACTION as CRONJOB_ACTION
 from statemachines.job.causes import policy_text
 from statemachines.job.handling import DEFAULT, Handling, PodOp
 from statemachines.job.kill import Target, kill_job, kill_target
@@ -160,6 +161,10 @@ def run_timer(engine: Any, timer: Timer) -> None:
     timer.cancelled = True  # fired: it cannot fire again
     if engine.gc.timers.get(timer.job) is timer:
         engine.gc.fire(timer)
+        return
+    if timer.action == CRONJOB_ACTION:  # a CronJob's sync (statemachines/cronjobs/)
+        if engine.cronjob_controller is not None:
+            engine.cronjob_controller.fire(timer)
         return
     entry = engine.jobs.get(timer.job)
     if entry is None or entry.job is None or entry.status is None:

@@ -15,8 +15,8 @@ import pytest
 from statemachines import outputs as o
 from statemachines.cronjobs import machine as m
 from statemachines.cronjobs.fold import CronJobFold
-from statemachines.cronjobs.objects import CronJobRecord
-from statemachines.cronjobs.outputs import (
+from statemachines.model.cronjob import CronJobRecord
+from statemachines.outputs import (
     CreateCronJobRun,
     CronJobRunChanged,
     CronJobStateChanged,

@@ -48,6 +48,7 @@ from statemachines import outputs as o
 from statemachines.engine import Engine
 from statemachines.model.objects import Command, Job, Pod, PodGroup
 from statemachines.model.record_time import object_time
+from statemachines.model.cronjob import CronJobRecord
 from statemachines.model.records import Ignored, Observed, TimerRecord
 from statemachines.model.timefmt import fmt, normalize, parse
 from vcbus.errors import UserError
@@ -506,7 +507,7 @@ class _Fold:
                 replay.warn(watch_error(replay.source, seq, data))
             elif seq == self.list_end:  # the initial list's end: from here on, etcd's order
                 self.checking = self.order is not None
-        elif cls is not TimerRecord:
+        elif cls is not TimerRecord and cls is not CronJobRecord:
             replay.invalid(self.result, decoded)  # type: ignore[arg-type]
             return False
         if self.skip and seq in self.skip:  # the engine failed on it in an earlier pass

@@ -25,15 +25,15 @@ import msgspec
 from statemachines import outputs as o
 from statemachines.cronjobs import machine as m
 from statemachines.cronjobs import schedule as sch
-from statemachines.cronjobs.objects import API_VERSION, FORBID, REPLACE, CronJob, CronJobStatus, ObjectReference
-from statemachines.cronjobs.outputs import (
+from statemachines.model.cronjob import API_VERSION, FORBID, REPLACE, CronJob, CronJobStatus, ObjectReference
+from statemachines.outputs import (
     CreateCronJobRun,
     CronJobRunChanged,
     CronJobStateChanged,
     DeleteCronJobRun,
     UpdateCronJobStatus,
 )
-from statemachines.cronjobs.zones import Zone
+from statemachines.model.zone import Zone
 from statemachines.model.objects import Job
 from statemachines.model.timefmt import fmt, parse
 from statemachines.timers.rules import Timer

@@ -1,6 +1,6 @@
 """Volcano's cronjob controller folded on its own: CronJob records, vcjob records and timers in.
 
-`CronJobFold.apply(seq, record)` takes a `CronJobRecord` (statemachines/cronjobs/objects.py),
+`CronJobFold.apply(seq, record)` takes a `CronJobRecord` (statemachines/model/cronjob.py),
 a decoded vcjob record (`statemachines.model.records.Observed` of a Job) or a `TimerRecord`.
 Time is the log's: a record's `time`, else when its object was written. With
 `timers="by-time"` (replay) a timer whose time the log has passed fires first, at its own
@@ -15,7 +15,7 @@ from typing import Any
 
 from statemachines import outputs as o
 from statemachines.cronjobs.controller import CronJobController
-from statemachines.cronjobs.objects import CronJobRecord
+from statemachines.model.cronjob import CronJobRecord
 from statemachines.model.objects import Job
 from statemachines.model.record_time import object_time
 from statemachines.model.records import TimerRecord

@@ -18,22 +18,12 @@ from __future__ import annotations
 
 from bisect import bisect_right
 
-from msgspec import Struct
+from statemachines.model.zone import UTC, Zone
+
+__all__ = ["UTC", "Zone", "lookup", "offset_at", "civil_to_unix"]
 
 ALPHA = -(1 << 63)
 OMEGA = (1 << 63) - 1
-
-
-class Zone(Struct, frozen=True):
-    """One time zone's offsets, as the adapter read them (`error` if it could not)."""
-
-    name: str = "UTC"
-    first_offset: int = 0  # seconds east of UTC before the first transition
-    transitions: tuple[tuple[int, int], ...] = ()  # (utc seconds, offset from then on)
-    error: str = ""
-
-
-UTC = Zone()
 
 
 def lookup(zone: Zone, unix: int) -> tuple[int, int, int]:

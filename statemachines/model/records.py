@@ -8,6 +8,9 @@ boundaries in files and streams, is `vcbus.watchlog`). One record decodes to:
 - `Ignored`: a valid record of another kind, a BOOKMARK, or the same kind in
   another API group (`batch/v1` Job);
 - `TimerRecord`: a delayed action firing, as the bus log stores it;
+- `CronJobRecord` (statemachines/model/cronjob.py): a watch event of a
+  `batch.volcano.sh/v1alpha1` CronJob, with the time zones its schedule names
+  (`zones`, resolved by the bridge);
 - or `RecordError`, raised with a message naming what is wrong and where
   (a JSON path) — the caller adds the position in the file.
 
@@ -27,8 +30,10 @@ from typing import Union
 import msgspec
 from msgspec import Struct
 
+from statemachines.model.cronjob import API_VERSION as CRONJOB_API_VERSION
+from statemachines.model.cronjob import CronJobRecord
 from statemachines.model.objects import API_VERSIONS, KnownObject
-from statemachines.model.timestamps import all_valid, checked
+from statemachines.model.timestamps import all_valid, checked, valid_time
 
 WATCH_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED"})
 
@@ -63,7 +68,7 @@ class TimerRecord(Struct, frozen=True):
     time: str | None = None
 
 
-Decoded = Union[Observed, Ignored, TimerRecord]
+Decoded = Union[Observed, Ignored, TimerRecord, CronJobRecord]
 
 
 class _Envelope(Struct):
@@ -81,6 +86,7 @@ class _TimerEnvelope(Struct):
 _typed = msgspec.json.Decoder(_Envelope)
 _timer = msgspec.json.Decoder(_TimerEnvelope)
 _generic = msgspec.json.Decoder()
+_cronjob = msgspec.json.Decoder(CronJobRecord)
 
 
 NAMESPACED = frozenset({"Job", "Pod", "PodGroup", "Command", "ReplicaSet", "StatefulSet", "DaemonSet"})
@@ -154,6 +160,8 @@ def _slow_path(data: bytes, typed_error: Exception) -> Decoded:
         raise RecordError(f"unknown watch event type {rtype!r} (expected ADDED, MODIFIED, DELETED or BOOKMARK)")
     kind = obj.get("kind")
     api_version = obj.get("apiVersion", "")
+    if kind == "CronJob" and api_version in ("", CRONJOB_API_VERSION):
+        return _cronjob_record(data, rtype, obj)
     if not isinstance(kind, str) or kind not in API_VERSIONS:  # a list or mapping as kind is no kind either
         return Ignored(str(kind)[:60] if kind else "object without kind")
     if api_version and api_version != API_VERSIONS[kind]:
@@ -163,6 +171,29 @@ def _slow_path(data: bytes, typed_error: Exception) -> Decoded:
         raise RecordError(f"{what(kind)} without metadata.name")
     message = str(typed_error).replace("$.object", f"{what(kind)} $")
     raise RecordError(message)
+
+
+def _cronjob_record(data: bytes, rtype: str, obj: dict) -> CronJobRecord:
+    """A CronJob's watch record (its `zones` too); the same checks as a known kind's."""
+    if rtype not in WATCH_TYPES:
+        raise RecordError(f"unknown watch event type {rtype!r} (expected ADDED, MODIFIED, DELETED or BOOKMARK)")
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict) or not meta.get("name"):
+        raise RecordError("CronJob without metadata.name")
+    if not meta.get("namespace"):
+        raise RecordError(f"CronJob {meta['name']!r} without metadata.namespace")
+    try:
+        rec = _cronjob.decode(data)
+    except msgspec.DecodeError as err:
+        raise RecordError(str(err).replace("$.object", "CronJob $")) from None
+    cj = rec.object
+    for field, ts in (("time", rec.time), ("metadata.creationTimestamp", cj.metadata.creation_timestamp),
+                      ("metadata.deletionTimestamp", cj.metadata.deletion_timestamp),
+                      ("status.lastScheduleTime", cj.status.last_schedule_time),
+                      ("status.lastSuccessfulTime", cj.status.last_successful_time)):
+        if ts is not None and not valid_time(ts):
+            raise RecordError(f"CronJob {meta['name']!r}: {field} {ts!r} is not an RFC 3339 time")
+    return rec
 
 
 def _json_type(value: object) -> str:

@@ -44,6 +44,7 @@ from nats.js.api import PubAck
 
 from statemachines.cache import pod_identity
 from statemachines.model.objects import Command, Job, Pod, PodGroup
+from statemachines.model.cronjob import CronJobRecord
 from statemachines.model.records import WATCH_TYPES, Decoded, Ignored, Observed, TimerRecord
 from statemachines.timers.rules import Timer
 from vcbus.bus import subjects as s
@@ -105,6 +106,10 @@ def prepare(data: bytes, decoded: Decoded) -> Prepared | None:
         return Prepared(s.timer_subject(t.job), compact_body(data), _timer_headers(t.job, t.id))
     if isinstance(decoded, Ignored):
         return _scheduler_record(data, decoded)
+    if isinstance(decoded, CronJobRecord):  # vcbus.k8s.cronjob.<ns>.<name>, with its zones; of no vcjob
+        meta = decoded.object.metadata
+        return _watch_message(compact_body(data), "CronJob", decoded.type, meta.namespace, meta.name, meta.uid,
+                              meta.resource_version, None)
     if not isinstance(decoded, Observed):
         return None
     obj = decoded.object

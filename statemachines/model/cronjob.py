@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from msgspec import Raw, Struct
 
-from statemachines.cronjobs.zones import Zone
+from statemachines.model.zone import Zone
 from statemachines.model.objects import Meta
 
 API_VERSION = "batch.volcano.sh/v1alpha1"
