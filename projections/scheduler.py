@@ -1,7 +1,7 @@
 """The scheduler projection: Volcano's scheduler cache as a fold of VCBUS_K8S.
 
-`SchedulerCache` folds watch records of Nodes, Queues, PodGroups, Pods and PriorityClasses
-into immutable facts (`statemachines.scheduler.model`); `snapshot()` hands a session a
+`SchedulerCache` folds watch records of Nodes, Queues, PodGroups, Pods, PriorityClasses and
+Namespaces (their labels, for InterPodAffinity's namespaceSelector) into immutable facts (`statemachines.scheduler.model`); `snapshot()` hands a session a
 consistent cut (shallow copies), so folding can go on while a session runs.
 
 The scheduler's own decisions are folded too (`apply_outputs`), the way Volcano's cache
@@ -59,6 +59,7 @@ class SchedulerCache:
         self.groups: dict[str, GroupFact] = {}
         self.tasks: dict[str, TaskFact] = {}
         self.classes: dict[str, tuple[int, bool]] = {}
+        self.namespaces: dict[str, dict[str, str]] = {}  # name -> labels
         self._observed: dict[str, TaskFact] = {}  # pods as their last record shows them
         self._binds: dict[str, tuple[str, str, str]] = {}  # pod key -> (uid, node, time) assumed Binding
         self._evicts: dict[str, str] = {}  # pod key -> uid assumed Releasing
@@ -101,6 +102,11 @@ class SchedulerCache:
                         self.classes.pop(obj.metadata.name, None)
                     else:
                         self.classes[obj.metadata.name] = (obj.value, obj.global_default)
+                elif isinstance(obj, so.Namespace):
+                    if deleted:
+                        self.namespaces.pop(obj.metadata.name, None)
+                    else:
+                        self.namespaces[obj.metadata.name] = dict(obj.metadata.labels or {})
             except ValueError as err:  # a quantity that does not parse
                 raise RecordError(str(err)) from None
             self.time = when
@@ -237,6 +243,7 @@ class SchedulerCache:
             tasks=dict(self.tasks),
             priority_classes={name: value for name, (value, _) in self.classes.items()},
             default_priority=default,
+            namespaces=dict(self.namespaces),
             emitted=dict(self.emitted),
             bound=dict(self.bound),
             time=self.time,
@@ -251,4 +258,5 @@ class SchedulerCache:
             "podgroups": {k: self.groups[k].dump() for k in sorted(self.groups)},
             "pods": {k: self.tasks[k].dump() for k in sorted(self.tasks)},
             "priorityClasses": {k: list(self.classes[k]) for k in sorted(self.classes)},
+            "namespaces": {k: dict(sorted(self.namespaces[k].items())) for k in sorted(self.namespaces)},
         }

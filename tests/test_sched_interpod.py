@@ -114,6 +114,73 @@ def test_inter_pod_affinity(objects, incoming, expected):
     assert place(*objects, incoming=incoming) == expected
 
 
+def namespace(name: str, **labels: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "uid": f"uid-ns-{name}",
+                                                                 "labels": labels}}
+
+
+TEAM_X = {"matchLabels": {"team": "x"}}
+NAMESPACES = [namespace("default", team="y"), namespace("tx", team="x"), namespace("ty", team="y")]
+ONE = [zoned("n1", "za")]
+ANTI_FAILS = "0/1 nodes are unavailable: 1 node(s) didn't match pod anti-affinity rules."
+AFFINITY_FAILS = "0/1 nodes are unavailable: 1 node(s) didn't match pod affinity rules."
+EXISTING_FAILS = "0/1 nodes are unavailable: 1 node(s) didn't satisfy existing pods anti-affinity rules."
+
+
+@pytest.mark.parametrize(
+    ("objects", "incoming", "expected"),
+    [
+        # anti-affinity to the pods of the namespaces labelled team=x (kube-scheduler's filtering_test.go
+        # namespaceSelector cases: the selector chooses the namespaces by their labels)
+        ([*NAMESPACES, *ONE, running("a-0", "n1", APP_A, namespace="tx")],
+         new(affinity=anti(term(APP_A, namespaceSelector=TEAM_X))), ANTI_FAILS),
+        ([*NAMESPACES, *ONE, running("a-0", "n1", APP_A, namespace="ty")],
+         new(affinity=anti(term(APP_A, namespaceSelector=TEAM_X))), "bound to n1"),
+        # the pod's own namespace counts only when the selector matches it (team=y here)
+        ([*NAMESPACES, *ONE, running("a-0", "n1", APP_A)],
+         new(affinity=anti(term(APP_A, namespaceSelector=TEAM_X))), "bound to n1"),
+        # namespaces and namespaceSelector: either one
+        ([*NAMESPACES, *ONE, running("a-0", "n1", APP_A, namespace="ty")],
+         new(affinity=anti(term(APP_A, namespaces=["ty"], namespaceSelector=TEAM_X))), ANTI_FAILS),
+        # matchExpressions on the namespace's labels
+        ([*NAMESPACES, *ONE, running("a-0", "n1", APP_A, namespace="ty")],
+         new(affinity=anti(term(APP_A, namespaceSelector={"matchExpressions": [
+             {"key": "team", "operator": "In", "values": ["x", "y"]}]}))), ANTI_FAILS),
+        # required affinity to a pod of a team=x namespace: its zone only
+        ([*NAMESPACES, zoned("n1", "za", cpu="2"), zoned("n2", "zb", cpu="16"),
+          running("a-0", "n1", APP_A, namespace="tx")],
+         new(affinity=affinity(term(APP_A, ZONE, namespaceSelector=TEAM_X))), "bound to n1"),
+        ([*NAMESPACES, *ONE, running("a-0", "n1", APP_A, namespace="ty")],
+         new(affinity=affinity(term(APP_A, ZONE, namespaceSelector=TEAM_X))), AFFINITY_FAILS),
+        # a placed pod's anti-affinity with a namespaceSelector, matched against the incoming pod's namespace labels
+        ([*NAMESPACES, *ONE, running("x-0", "n1", {}, namespace="ty",
+                                     affinity=anti(term(APP_A, namespaceSelector={"matchLabels": {"team": "y"}})))],
+         new(labels=APP_A), EXISTING_FAILS),
+        ([*NAMESPACES, *ONE, running("x-0", "n1", {}, namespace="ty", affinity=anti(term(APP_A, namespaceSelector=TEAM_X)))],
+         new(labels=APP_A), "bound to n1"),
+        # a namespace without its object: no labels for a placed pod's term (DoesNotExist matches) ...
+        ([*ONE, running("x-0", "n1", {}, affinity=anti(term(APP_A, namespaceSelector={"matchExpressions": [
+            {"key": "team", "operator": "DoesNotExist"}]})))], new(labels=APP_A), EXISTING_FAILS),
+        # ... and no namespace listed for the incoming pod's (kube-scheduler lists the namespaces it selects)
+        ([*ONE, running("a-0", "n1", APP_A, namespace="ghost")],
+         new(affinity=anti(term(APP_A, namespaceSelector={"matchExpressions": [
+             {"key": "team", "operator": "DoesNotExist"}]}))), "bound to n1"),
+    ],
+)
+def test_namespace_selector(objects, incoming, expected):
+    assert place(*objects, incoming=incoming) == expected
+
+
+def test_namespace_labels_follow_the_namespace_records():
+    cluster = Cluster(queue(), *NAMESPACES, *ONE, running("a-0", "n1", APP_A, namespace="ty"),
+                      podgroup("pg", 1, phase="Inqueue"), new(affinity=anti(term(APP_A, namespaceSelector=TEAM_X))))
+    assert cluster.cache.state()["namespaces"]["ty"] == {"team": "y"}
+    cluster.update(namespace("ty", team="x"))  # relabelled: its pod now counts
+    assert cluster.session().binds == []
+    cluster.add(namespace("ty", team="x"), "DELETED")  # gone: its labels with it
+    assert [b.node for b in cluster.session().binds] == ["n1"]
+
+
 @pytest.mark.parametrize(
     ("objects", "incoming", "expected"),
     [
@@ -302,11 +369,6 @@ def test_three_not_ready_nodes_get_no_pod():
         ({"volumes": [{"name": "e", "ephemeral": {"volumeClaimTemplate": {}}}]}, "spec.volumes[0].ephemeral"),
         ({"resourceClaims": [{"name": "gpu"}]}, "spec.resourceClaims"),
         ({"resources": {"requests": {"cpu": "2"}}}, "spec.resources.requests"),
-        ({"affinity": {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
-            {"weight": 1, "podAffinityTerm": term(APP_A, namespaceSelector={"matchLabels": {"team": "x"}})}]}}},
-         "spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].podAffinityTerm.namespaceSelector"),
-        ({"affinity": anti(term(APP_A, namespaceSelector={"matchLabels": {"team": "x"}}))},
-         "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].namespaceSelector"),
     ],
 )
 def test_a_field_not_evaluated_keeps_the_pod_pending_and_is_named(spec, field):

@@ -64,6 +64,8 @@ APP_A = {"app": "a"}
 TWO = [zoned("n1", "za"), zoned("n2", "zb")]
 # the same load on both nodes, so that the resource scores tie and the name would choose n1
 LOADED = [*TWO, running("a-0", "n1", APP_A), running("b-0", "n2", {"app": "b"})]
+TEAMS = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {"team": team}}}
+         for name, team in (("default", "z"), ("tx", "x"), ("ty", "y"))]
 
 
 @pytest.mark.parametrize(
@@ -89,6 +91,18 @@ LOADED = [*TWO, running("a-0", "n1", APP_A), running("b-0", "n2", {"app": "b"})]
          {"affinity": preferred({"weight": 1, "podAffinityTerm": {"labelSelector": labels_in(app="b"),
                                                                    "topologyKey": HOST, "namespaceSelector": {}}})},
          "n2"),
+        # a namespaceSelector: the pods of the namespaces whose labels it matches
+        ([*TEAMS, *TWO, running("a-0", "n1", APP_A, namespace="tx"), running("b-0", "n2", APP_A, namespace="ty")],
+         {"affinity": preferred({"weight": 1, "podAffinityTerm": {"labelSelector": labels_in(app="a"),
+                                                                   "topologyKey": HOST,
+                                                                   "namespaceSelector": labels_in(team="y")}})},
+         "n2"),
+        ([*TEAMS, *TWO, running("a-0", "n1", APP_A, namespace="tx"), running("b-0", "n2", APP_A, namespace="ty")],
+         {"affinity": preferred({"weight": 1, "podAffinityTerm": {"labelSelector": labels_in(app="a"),
+                                                                   "topologyKey": HOST,
+                                                                   "namespaceSelector": labels_in(team="x")}},
+                                anti=True)},
+         "n2"),
         # a pod being deleted does not count
         ([*TWO, running("a-0", "n1", APP_A), running("b-0", "n2", {"app": "b"}, deleting=True)],
          {"affinity": preferred(term(labels_in(app="b"), HOST))}, "n1"),
@@ -105,6 +119,16 @@ def test_the_placed_pods_preferred_terms_pull_and_push_a_matching_pod():
     assert binds(*TWO, running("a-0", "n1", APP_A), pulling, pod("pg-w-0", "pg", labels={"app": "y"})) == ["n1"]
     pushing = running("a-0", "n1", APP_A, affinity=preferred(term(labels_in(app="x"), HOST), anti=True))
     assert binds(*TWO, pushing, running("b-0", "n2", {"app": "b"}), pod("pg-w-0", "pg", labels={"app": "x"})) == ["n2"]
+
+
+def test_a_placed_pods_preferred_term_with_a_namespace_selector_reads_the_incoming_pods_namespace():
+    pulling = running("b-0", "n2", {"app": "b"}, namespace="tx", affinity=preferred(
+        {"weight": 5, "podAffinityTerm": {"labelSelector": labels_in(app="x"), "topologyKey": HOST,
+                                          "namespaceSelector": labels_in(team="z")}}))
+    assert binds(*TEAMS, *TWO, running("a-0", "n1", APP_A), pulling, pod("pg-w-0", "pg", labels={"app": "x"})) == ["n2"]
+    other = [t for t in TEAMS if t["metadata"]["name"] != "default"] + [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default", "labels": {"team": "w"}}}]
+    assert binds(*other, *TWO, running("a-0", "n1", APP_A), pulling, pod("pg-w-0", "pg", labels={"app": "x"})) == ["n1"]
 
 
 def test_pods_placed_earlier_in_the_session_count_for_preferred_affinity():

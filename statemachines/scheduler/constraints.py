@@ -5,8 +5,10 @@ first field that affects placement but that vcbus's scheduler does not evaluate.
 
 The shapes follow kube-scheduler's (`pkg/scheduler/framework/types.go` AffinityTerm,
 `plugins/podtopologyspread/common.go` topologySpreadConstraint, `plugins/nodeports`): a
-term's namespaces default to the pod's own, an empty namespaceSelector means every namespace,
-matchLabelKeys/mismatchLabelKeys add the pod's own label values to the selector.
+term's namespaces default to the pod's own (neither `namespaces` nor `namespaceSelector`), an
+empty namespaceSelector means every namespace, a non-empty one the namespaces whose labels it
+matches (besides those listed), matchLabelKeys/mismatchLabelKeys add the pod's own label values
+to the selector.
 """
 
 from __future__ import annotations
@@ -19,19 +21,36 @@ from statemachines.scheduler.model import PENDING
 
 
 class Term:
-    """One pod (anti-)affinity term."""
+    """One pod (anti-)affinity term (kube-scheduler's `framework.AffinityTerm`).
 
-    __slots__ = ("namespaces", "selector", "topology_key", "key")
+    A pod matches it when its labels match `selector` and its namespace is one of `namespaces`
+    (None: every namespace, an empty namespaceSelector) or has labels `ns_selector` matches
+    (None: a nil namespaceSelector, which matches no namespace)."""
 
-    def __init__(self, namespaces: frozenset[str] | None, selector: Selector | None, topology_key: str) -> None:
-        self.namespaces = namespaces  # None: every namespace
+    __slots__ = ("namespaces", "ns_selector", "selector", "topology_key", "key")
+
+    def __init__(self, namespaces: frozenset[str] | None, selector: Selector | None, topology_key: str,
+                 ns_selector: Selector | None = None) -> None:
+        self.namespaces = namespaces
+        self.ns_selector = ns_selector
         self.selector = selector
         self.topology_key = topology_key
-        self.key = (None if namespaces is None else tuple(sorted(namespaces)), selector, topology_key)
+        self.key = (None if namespaces is None else tuple(sorted(namespaces)), selector, topology_key, ns_selector)
 
-    def matches(self, namespace: str, labels: dict[str, str]) -> bool:
+    def matches(self, namespace: str, labels: dict[str, str], ns_labels: dict[str, dict[str, str]],
+                missing: dict[str, str] | None = None) -> bool:
+        """Whether a pod of `namespace` with `labels` matches, `ns_labels` holding each namespace's
+        labels. A namespace without its Namespace object has the labels `missing`: None (it matches
+        no namespaceSelector) for the incoming pod's own terms, whose selector kube-scheduler turns
+        into the names of the namespaces it lists (`mergeAffinityTermNamespacesIfNotEmpty`); {} for
+        a placed pod's terms, matched against the incoming pod's namespace labels
+        (`GetNamespaceLabelsSnapshot`: no namespace, no labels)."""
         if self.namespaces is not None and namespace not in self.namespaces:
-            return False
+            if self.ns_selector is None:
+                return False
+            own = ns_labels.get(namespace, missing)
+            if own is None or not matches(self.ns_selector, own):
+                return False
         return matches(self.selector, labels)
 
 
@@ -68,21 +87,21 @@ class Constraints:
         self.filtered = bool(affinity or anti or spread or ports)  # a filter applies (not only scores)
 
 
-def _terms(raw: list[o.PodAffinityTerm] | None, namespace: str, labels: dict[str, str], where: str,
-           problems: list[str], inner: str = "") -> tuple[Term, ...]:
+def _terms(raw: list[o.PodAffinityTerm] | None, namespace: str, labels: dict[str, str]) -> tuple[Term, ...]:
     out = []
-    for i, term in enumerate(raw or ()):
-        ns_selector = term.namespace_selector
-        if ns_selector is not None and (ns_selector.match_labels or ns_selector.match_expressions):
-            problems.append(f"{where}[{i}]{inner}.namespaceSelector")
-        if ns_selector is not None:
+    for term in raw or ():
+        ns_selector = compile_selector(term.namespace_selector)
+        namespaces: frozenset[str] | None
+        if ns_selector == ():
             namespaces = None  # an empty namespaceSelector: every namespace
+        elif ns_selector is None and not term.namespaces:
+            namespaces = frozenset((namespace,))  # neither: the pod's own namespace
         else:
-            namespaces = frozenset(term.namespaces or (namespace,))
+            namespaces = frozenset(term.namespaces or ())
         selector = compile_selector(term.label_selector)
         selector = with_label_keys(selector, labels, term.match_label_keys, "In")
         selector = with_label_keys(selector, labels, term.mismatch_label_keys, "NotIn")
-        out.append(Term(namespaces, selector, term.topology_key))
+        out.append(Term(namespaces, selector, term.topology_key, ns_selector or None))
     return tuple(out)
 
 
@@ -116,23 +135,19 @@ def compile_constraints(spec: o.PodSpec, namespace: str, labels: dict[str, str])
     affinity = spec.affinity
     pod_aff = affinity.pod_affinity if affinity else None
     pod_anti = affinity.pod_anti_affinity if affinity else None
-    base = "spec.affinity"
-    required = "requiredDuringSchedulingIgnoredDuringExecution"
-    preferred = "preferredDuringSchedulingIgnoredDuringExecution"
-    aff_terms = anti_terms = ()
+    aff_terms: tuple[Term, ...] = ()
+    anti_terms: tuple[Term, ...] = ()
     soft: list[tuple[int, Term]] = []
-    for raw, name, sign in ((pod_aff, "podAffinity", 1), (pod_anti, "podAntiAffinity", -1)):
+    for raw, sign in ((pod_aff, 1), (pod_anti, -1)):
         if raw is None:
             continue
-        hard = _terms(raw.required_during_scheduling_ignored_during_execution, namespace, labels,
-                      f"{base}.{name}.{required}", problems)
+        hard = _terms(raw.required_during_scheduling_ignored_during_execution, namespace, labels)
         if sign > 0:
             aff_terms = hard
         else:
             anti_terms = hard
         weighted = raw.preferred_during_scheduling_ignored_during_execution or ()
-        terms = _terms([w.pod_affinity_term for w in weighted], namespace, labels, f"{base}.{name}.{preferred}",
-                       problems, ".podAffinityTerm")
+        terms = _terms([w.pod_affinity_term for w in weighted], namespace, labels)
         soft.extend((sign * w.weight, term) for w, term in zip(weighted, terms) if w.weight)
     spread = []
     soft_spread = []

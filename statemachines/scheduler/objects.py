@@ -1,4 +1,4 @@
-"""Views of the objects the scheduler folds (Node, Queue, PodGroup, Pod, PriorityClass) and
+"""Views of the objects the scheduler folds (Node, Queue, PodGroup, Pod, PriorityClass, Namespace) and
 the decoding of one watch record into them.
 
 Each view keeps only what Volcano's scheduler cache reads (`pkg/scheduler/cache/event_handlers.go`);
@@ -283,7 +283,17 @@ class PriorityClass(Struct, frozen=True, tag_field="kind", tag="PriorityClass", 
     global_default: bool = False
 
 
-SchedObject = Union[Node, Queue, PodGroup, Pod, PriorityClass]
+# ---------------------------------------------------------------- namespace
+
+
+class Namespace(Struct, frozen=True, tag_field="kind", tag="Namespace", rename="camel", gc=False):
+    """A namespace, for its labels (InterPodAffinity's namespaceSelector)."""
+
+    api_version: str = ""
+    metadata: Meta = Meta()
+
+
+SchedObject = Union[Node, Queue, PodGroup, Pod, PriorityClass, Namespace]
 
 API_VERSIONS = {
     "Node": "v1",
@@ -291,6 +301,7 @@ API_VERSIONS = {
     "Queue": "scheduling.volcano.sh/v1beta1",
     "PodGroup": "scheduling.volcano.sh/v1beta1",
     "PriorityClass": "scheduling.k8s.io/v1",
+    "Namespace": "v1",
 }
 
 WATCH_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED"})
@@ -312,7 +323,8 @@ class _Envelope(Struct, gc=False):
 
 _typed = msgspec.json.Decoder(_Envelope)
 _generic = msgspec.json.Decoder()
-_convert_types = {"Node": Node, "Queue": Queue, "PodGroup": PodGroup, "Pod": Pod, "PriorityClass": PriorityClass}
+_convert_types = {"Node": Node, "Queue": Queue, "PodGroup": PodGroup, "Pod": Pod, "PriorityClass": PriorityClass,
+                  "Namespace": Namespace}
 
 
 def decode(data: bytes) -> Record | None:

@@ -14,11 +14,13 @@ from statemachines.scheduler.tasks import TaskFact
 class Snapshot:
     """What a session starts from: the cache's facts at a cut (shallow copies; facts are immutable).
 
+    `namespaces` holds each Namespace's labels (InterPodAffinity's namespaceSelector).
     `emitted` is the scheduler's memory of what it last told the cluster per object
     (events, pod conditions), so a session repeats nothing; `bound` lists pods vcbus bound
     that the log now shows on their node (PodBound is due)."""
 
-    __slots__ = ("nodes", "queues", "groups", "tasks", "priority_classes", "default_priority", "emitted", "bound", "time", "seq")
+    __slots__ = ("nodes", "queues", "groups", "tasks", "priority_classes", "default_priority", "namespaces", "emitted",
+                 "bound", "time", "seq")
 
     def __init__(
         self,
@@ -29,6 +31,7 @@ class Snapshot:
         tasks: dict[str, TaskFact],
         priority_classes: dict[str, int],
         default_priority: int = 0,
+        namespaces: dict[str, dict[str, str]] | None = None,
         emitted: dict[str, tuple] | None = None,
         bound: dict[str, str] | None = None,
         time: str = "",
@@ -40,6 +43,7 @@ class Snapshot:
         self.tasks = tasks
         self.priority_classes = priority_classes
         self.default_priority = default_priority
+        self.namespaces = namespaces if namespaces is not None else {}  # name -> labels
         self.emitted = emitted if emitted is not None else {}
         self.bound = bound if bound is not None else {}
         self.time = time

@@ -23,21 +23,27 @@ from statemachines.scheduler.model import RELEASING
 AFFINITY = "node(s) didn't match pod affinity rules"
 ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
 EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
+NO_LABELS: dict[str, str] = {}
 
 
 class Counts:
-    """Pods matching every one of `terms`, per (topology key, value) of their node."""
+    """Pods matching every one of `terms`, per (topology key, value) of their node. `ns_labels` and
+    `missing` are `Term.matches`': the session's namespace labels, and the labels of a namespace
+    without its object (None for the incoming pod's terms, {} for a placed pod's)."""
 
-    __slots__ = ("terms", "keys", "pairs")
+    __slots__ = ("terms", "keys", "pairs", "ns_labels", "missing")
 
-    def __init__(self, terms: tuple[Term, ...]) -> None:
+    def __init__(self, terms: tuple[Term, ...], ns_labels: dict[str, dict[str, str]],
+                 missing: dict[str, str] | None = None) -> None:
         self.terms = terms
         self.keys = tuple(dict.fromkeys(t.topology_key for t in terms))
         self.pairs: dict[tuple[str, str], int] = {}
+        self.ns_labels = ns_labels
+        self.missing = missing
 
     def matches(self, fact) -> bool:
         for term in self.terms:
-            if not term.matches(fact.namespace, fact.labels):
+            if not term.matches(fact.namespace, fact.labels, self.ns_labels, self.missing):
                 return False
         return True
 
@@ -125,6 +131,7 @@ class InterPod:
     def __init__(self, ssn, placed: Placed) -> None:
         self.ssn = ssn
         self.placed = placed
+        self.ns_labels = ssn.snapshot.namespaces
         self.counts: dict[tuple, Counts] = {}
         self.count_buckets = Buckets()
         self.holders: dict[tuple, Counts] = {}  # anti-affinity term key -> where its holders are
@@ -139,7 +146,7 @@ class InterPod:
         key = tuple(t.key for t in terms)
         counts = self.counts.get(key)
         if counts is None:
-            counts = self.counts[key] = Counts(terms)
+            counts = self.counts[key] = Counts(terms, self.ns_labels)
             nodes = self.ssn.nodes
             selector = terms[0].selector  # a match matches every term, the first too
             for task in self.placed.candidates(selector):
@@ -155,14 +162,14 @@ class InterPod:
         for term in constraints.anti:
             holder = self.holders.get(term.key)
             if holder is None:
-                holder = self.holders[term.key] = Counts((term,))
+                holder = self.holders[term.key] = Counts((term,), self.ns_labels, NO_LABELS)
                 self.holder_buckets.add(term.selector, holder)
             holder.add(labels, delta)
         for weight, term in constraints.preferred:
             key = (weight, term.key)
             soft = self.soft_holders.get(key)
             if soft is None:
-                soft = self.soft_holders[key] = (weight, Counts((term,)))
+                soft = self.soft_holders[key] = (weight, Counts((term,), self.ns_labels, NO_LABELS))
                 self.soft_buckets.add(term.selector, soft)
             soft[1].add(labels, delta)
 
