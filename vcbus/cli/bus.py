@@ -20,6 +20,7 @@ from vcbus.bus import partitions as parts
 from vcbus.bus import subjects as s
 from vcbus.bus.connecting import open_bus
 from vcbus.bus.ownership import control_subject
+from vcbus.cli.output import output_options, print_document, print_names, print_table
 from vcbus.errors import UserError
 from vcbus.settings import BusSettings, bus_options, from_flags
 
@@ -46,28 +47,22 @@ def bus() -> None:
 
 
 @bus.command("partitions", help="Each partition's decider: its ack floor, records pending, and its owner.")
-@click.option("-o", "--output", "fmt", type=click.Choice(["table", "wide", "json", "yaml", "name"]), default="table",
-              show_default=True, help="table (wide: the same), json or yaml (a list), name (the consumers' names).")
+@output_options(("table", "wide", "json", "yaml", "name"), json_alias=False, default="table",
+                default_help="table; wide: the same; json or yaml: a list; name: the consumers' names")
 @bus_options
 def partitions_cmd(fmt: str, nats_url: str | None, data_dir: pathlib.Path | None) -> None:
     rows = asyncio.run(_partitions(from_flags(nats_url, data_dir)))
-    if fmt == "json":
-        click.echo(json.dumps(rows, indent=2))
-        return
-    if fmt == "yaml":
-        import yaml
-
-        click.echo(yaml.safe_dump(rows, sort_keys=False), nl=False)
+    if fmt in ("json", "yaml"):
+        print_document(rows, fmt)
         return
     if fmt == "name":
-        for r in rows:
-            click.echo(f"consumer/{r['consumer']}")
+        print_names(f"consumer/{r['consumer']}" for r in rows)
         return
-    click.echo(f"{'PARTITION':<10} {'CONSUMER':<20} {'ACK-FLOOR':>10} {'PENDING':>8}  OWNER")
-    for r in rows:
-        floor = "-" if r["ack_floor"] is None else str(r["ack_floor"])
-        pending = "-" if r["pending"] is None else str(r["pending"])
-        click.echo(f"{r['partition']:<10} {r['consumer']:<20} {floor:>10} {pending:>8}  {r['owner'] or '-'}")
+    print_table([["PARTITION", "CONSUMER", "ACK-FLOOR", "PENDING", "OWNER"]] + [
+        [str(r["partition"]), r["consumer"], "-" if r["ack_floor"] is None else str(r["ack_floor"]),
+         "-" if r["pending"] is None else str(r["pending"]), r["owner"] or "-"]
+        for r in rows
+    ])
 
 
 async def _partitions(settings: BusSettings) -> list[dict]:

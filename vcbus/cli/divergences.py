@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import pathlib
-import sys
 
 import click
-import msgspec
 
 from projections.replay import race_explains
 from statemachines import outputs as o
 from vcbus.bus import subjects as s
 from vcbus.bus.connecting import open_bus
 from vcbus.bus.reading import read_stream
-from vcbus.cli.output import namespace_scope, nothing_on_bus
+from vcbus.cli.output import namespace_scope, nothing_on_bus, output_options, print_document
 from vcbus.errors import UserError
 from vcbus.settings import bus_options, from_flags
 
@@ -44,8 +42,8 @@ def register(group: click.Group) -> None:
 @click.option("--job", metavar="NS/NAME", help="Only this job.")
 @click.option("-n", "--namespace", "only_namespace", help="Only jobs in this namespace.")
 @click.option("-A", "--all-namespaces", is_flag=True, help="Every namespace (the default: a bus has no current one).")
-@click.option("-o", "--output", type=click.Choice(["table", "wide", "json", "yaml"]), default="table", show_default=True,
-              help="table (wide: + the record's time), json or yaml (a list of divergences).")
+@output_options(("table", "wide", "json", "yaml"), json_alias=False, default="table", dest="output",
+                default_help="table; wide: + the record's time; json or yaml: a list of divergences")
 def divergences(nats_url: str | None, data_dir: pathlib.Path | None, job: str | None, only_namespace: str | None,
                 all_namespaces: bool, output: str) -> None:
     namespace = namespace_scope(only_namespace, all_namespaces)
@@ -58,12 +56,8 @@ def divergences(nats_url: str | None, data_dir: pathlib.Path | None, job: str | 
             raise UserError("--job and --namespace name different namespaces")
         namespace = job_ns
     rows, where = asyncio.run(_collect(from_flags(nats_url, data_dir), namespace, name))
-    if output == "json":
-        sys.stdout.buffer.write(msgspec.json.encode(rows) + b"\n")
-    elif output == "yaml":
-        import yaml
-
-        click.echo(yaml.safe_dump(rows, sort_keys=False, allow_unicode=True), nl=False)
+    if output in ("json", "yaml"):
+        print_document(rows, output)
     else:
         if not rows:
             nothing_on_bus("divergences", where, namespace)

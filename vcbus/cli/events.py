@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import json
 import pathlib
 import signal
 import sys
 
 import click
-import yaml
 
 from statemachines import outputs as o
 from statemachines.model.timefmt import normalize, parse
@@ -22,7 +20,7 @@ from vcbus.bus.logs import Since
 from vcbus.bus.reading import read_stream
 from vcbus.bus.streams import last_seq
 from vcbus.cli.status import parse_job
-from vcbus.cli.output import chosen, namespace_scope, nothing_on_bus, output_options
+from vcbus.cli.output import chosen, document_text, namespace_scope, nothing_on_bus, output_options
 from vcbus.errors import UserError
 from vcbus.settings import BusSettings, bus_options, from_flags
 
@@ -186,10 +184,8 @@ def event_time(ev: CloudEvent, stored: dt.datetime | None) -> dt.datetime | None
 
 def render(ev: CloudEvent, form: str | None) -> str:
     """One event in the `-o` form (None: the line)."""
-    if form == "json":
-        return json.dumps(ev.structured()) + "\n"
-    if form == "yaml":
-        return "---\n" + yaml.safe_dump(ev.structured(), sort_keys=False, allow_unicode=True)
+    if form in ("json", "yaml"):
+        return document_text(ev.structured(), form, one_line=True)
     if form == "name":
         return f"{ev.type}/{ev.id}\n"
     if form == "wide":

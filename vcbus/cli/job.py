@@ -40,7 +40,7 @@ Examples:
   vcbus job view default/my-job                  # spec, status and events
   vcbus job suspend my-job -n team-a             # an AbortJob Command, as vcctl
   vcbus job resume my-job -n team-a              # a ResumeJob Command
-  vcbus job delete default/my-job
+  vcbus job delete default/my-job -o name        # job.batch.volcano.sh/my-job, as kubectl delete -o name
 
 Every subcommand takes --kubeconfig and --context; the namespace is -n, else the
 context's, else default. Exit codes: docs/cli.md (1 no such job; 4 the cluster is
@@ -218,10 +218,16 @@ def resume_command(name: str, namespace: str | None, fmt: str | None, kubeconfig
 @job.command("delete")
 @click.argument("name", metavar="NS/NAME")
 @click.option("-n", "--namespace", metavar="NS", help="The job's namespace when NAME has none.")
+@output_option(("json", "yaml", "name"), default_help="a line; json or yaml: the job as the API server deleted it; "
+               "name: job.batch.volcano.sh/NAME, as kubectl delete -o name")
 @cluster_options
-def delete_command(name: str, namespace: str | None, kubeconfig: str | None, context: str | None) -> None:
+def delete_command(name: str, namespace: str | None, fmt: str | None, kubeconfig: str | None,
+                   context: str | None) -> None:
     """Delete a vcjob (vcctl job delete); its pods and PodGroup go with it (owner references)."""
     cluster = Cluster(kubeconfig, context)
     ns, job_name = parse_name(name, namespace, cluster.namespace, what="job")
-    cluster.request("DELETE", JOBS, verb="delete", namespace=ns, name=job_name)
+    deleted = cluster.request("DELETE", JOBS, verb="delete", namespace=ns, name=job_name)
+    if fmt is not None:  # the object the API server answered the DELETE with (deletionTimestamp set while it goes)
+        emit([deleted], fmt, single=True, rk=JOBS, table=lambda objs: [])
+        return
     click.echo(f"job.batch.volcano.sh/{job_name} deleted from namespace {ns}")

@@ -11,12 +11,12 @@ naming the cluster on stderr).
 from __future__ import annotations
 
 import datetime as dt
-import json
 from typing import Any, Callable
 
 import click
 
 from vcbus import exitcodes
+from vcbus.cli.output import output_options, print_document, print_names, print_table
 from vcbus.errors import UserError
 from vcbus.k8s.watching import KubeApiError, ResourceKind, api_request
 
@@ -41,11 +41,8 @@ def cluster_options(fn: Callable) -> Callable:
     return fn
 
 
-def output_option(choices: tuple[str, ...] = ("wide", "json", "yaml", "name")) -> Callable:
-    return click.option(
-        "-o", "--output", "fmt", type=click.Choice(choices), default=None,
-        help="Output format (default: a table, as kubectl's).",
-    )
+def output_option(choices: tuple[str, ...] = ("wide", "json", "yaml", "name"), default_help: str = "a table, as kubectl's") -> Callable:
+    return output_options(choices, json_alias=False, default_help=default_help)
 
 
 def _context(kubeconfig: str | None, context: str | None) -> tuple[str, str]:
@@ -122,25 +119,12 @@ def emit(objects: list[dict], fmt: str | None, *, single: bool, rk: ResourceKind
     if fmt in ("json", "yaml"):
         doc: Any = objects[0] if single else {"apiVersion": "v1", "items": objects, "kind": "List",
                                               "metadata": {"resourceVersion": ""}}
-        if fmt == "json":
-            click.echo(json.dumps(doc, indent=4))
-        else:
-            import yaml
-
-            click.echo(yaml.safe_dump(doc, sort_keys=False), nl=False)
+        print_document(doc, fmt, indent=4)  # kubectl's JSON is indented by 4
         return
     if fmt == "name":
-        for obj in objects:
-            click.echo(f"{rk.kind.lower()}.{rk.group}/{obj['metadata']['name']}")
+        print_names(f"{rk.kind.lower()}.{rk.group}/{obj['metadata']['name']}" for obj in objects)
         return
     print_table(table(objects))
-
-
-def print_table(rows: list[list[str]]) -> None:
-    """Columns padded by three spaces, as kubectl's tabwriter; no trailing blanks."""
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        click.echo("   ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
 
 
 def nothing_found(cluster: Cluster, namespace: str | None, *, namespaced: bool = True) -> None:

@@ -20,7 +20,7 @@ from statemachines import outputs as o
 from vcbus.bus import poison as p
 from vcbus.bus import subjects as s
 from vcbus.bus.connecting import open_bus
-from vcbus.cli.output import namespace_scope, nothing_on_bus
+from vcbus.cli.output import namespace_scope, nothing_on_bus, output_options, print_document, print_names, print_table
 from vcbus.errors import UserError
 from vcbus.settings import BusSettings, bus_options, from_flags
 
@@ -31,6 +31,7 @@ Examples:
   vcbus poison list                 # SEQ SUBJECT COMPONENT TIME REASON
   vcbus poison list -o json
   vcbus poison retry 42             # re-publish VCBUS_K8S record 42 (after a fix)
+  vcbus poison retry 42 -o name     # VCBUS_K8S/NEW, the new record (-o json: stream, sequence, retryOf)
 
 Exit codes: 0 ok; 1 no such poisoned record; 3 the bus is unreachable.
 """
@@ -46,8 +47,8 @@ def poison() -> None:
 
 
 @poison.command("list", help="List the records set aside (one line each; retried ones are marked).")
-@click.option("-o", "--output", "fmt", type=click.Choice(["table", "wide", "json", "yaml", "name"]), default="table",
-              show_default=True, help="table (wide: the same), json or yaml (a list), name (STREAM/SEQ lines).")
+@output_options(("table", "wide", "json", "yaml", "name"), json_alias=False, default="table",
+                default_help="table; wide: the same; json or yaml: a list; name: STREAM/SEQ lines")
 @click.option("-n", "--namespace", help="Only records of jobs in this namespace (a record whose job is unknown is in none).")
 @click.option("-A", "--all-namespaces", is_flag=True, help="Every namespace (the default: a bus has no current one).")
 @bus_options
@@ -62,40 +63,38 @@ def list_cmd(fmt: str, namespace: str | None, all_namespaces: bool, nats_url: st
             {**json.loads(o.encoder.encode(e)), "retried": e.stream == s.K8S_STREAM and e.sequence in retried}
             for e in events
         ]
-        if fmt == "yaml":
-            import yaml
-
-            click.echo(yaml.safe_dump(items, sort_keys=False, allow_unicode=True), nl=False)
-        else:
-            click.echo(json.dumps(items, indent=2))
+        print_document(items, fmt)
         return
     if fmt == "name":
-        for e in events:
-            click.echo(f"{e.stream}/{e.sequence}")
+        print_names(f"{e.stream}/{e.sequence}" for e in events)
         return
     if not events:
         nothing_on_bus("poisoned records", where, namespace)
         return
     header = ["STREAM", "SEQ", "SUBJECT", "JOB", "COMPONENT", "TIME", "RETRIED", "REASON"]
-    rows = [header] + [
+    print_table([header] + [
         [
             e.stream, str(e.sequence), e.subject or "-", e.job, e.component, e.time or "-",
             "yes" if e.stream == s.K8S_STREAM and e.sequence in retried else "no", e.reason,
         ]
         for e in events
-    ]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header) - 1)]
-    for r in rows:
-        click.echo("   ".join([*(c.ljust(w) for c, w in zip(r, widths)), r[-1]]).rstrip())
+    ])
 
 
 @poison.command("retry", help="Re-publish poisoned VCBUS_K8S record SEQ as a new record for the decider.")
 @click.argument("seq", type=int)
 @click.option("--force", is_flag=True, help="Re-publish even if no record.poison event names SEQ.")
+@output_options(("json", "yaml", "name"), json_alias=False,
+                default_help="a line; json or yaml: the new record (stream, sequence, retryOf); name: STREAM/SEQ")
 @bus_options
-def retry_cmd(seq: int, force: bool, nats_url: str | None, data_dir: pathlib.Path | None) -> None:
+def retry_cmd(seq: int, force: bool, fmt: str | None, nats_url: str | None, data_dir: pathlib.Path | None) -> None:
     new = asyncio.run(_retry(from_flags(nats_url, data_dir), seq, force))
-    click.echo(f"re-published {s.K8S_STREAM} seq {seq} as seq {new}")
+    if fmt == "name":  # as `vcbus poison list -o name`
+        print_names([f"{s.K8S_STREAM}/{new}"])
+    elif fmt is not None:
+        print_document({"stream": s.K8S_STREAM, "sequence": new, "retryOf": seq}, fmt)
+    else:
+        click.echo(f"re-published {s.K8S_STREAM} seq {seq} as seq {new}")
 
 
 async def _read(settings: BusSettings) -> tuple[list[o.RecordPoisoned], set[int], str]:

@@ -13,6 +13,7 @@ from vcbus.bus import subjects as s
 from vcbus.bus.connecting import open_bus
 from vcbus.bus.projector import rebuild as rebuild_views
 from vcbus.bus.projector import verify as verify_views
+from vcbus.cli.output import output_options, print_document
 from vcbus.errors import UserError
 from vcbus.settings import BusSettings, bus_options, from_flags
 
@@ -95,8 +96,7 @@ Examples:
 
 @click.command(help=HISTORY_HELP)
 @click.argument("job")
-@click.option("-o", "--output", "fmt", type=click.Choice(["json", "yaml"]), default="json", show_default=True,
-              help="The entry as JSON (as stored) or YAML.")
+@output_options(("json", "yaml"), json_alias=False, default="json", default_help="json, the entry as stored")
 @bus_options
 def history(job: str, fmt: str, nats_url: str | None, data_dir: pathlib.Path | None) -> None:
     from vcbus.cli.status import parse_job
@@ -108,11 +108,9 @@ def history(job: str, fmt: str, nats_url: str | None, data_dir: pathlib.Path | N
         raise UserError(f"job {key}: no history in vcbus_history on the bus at {where} (never seen, or deleted and "
                         "past its retention)", exit_code=1)
     if fmt == "yaml":
-        import json
+        import msgspec
 
-        import yaml
-
-        click.echo(yaml.safe_dump(json.loads(value), sort_keys=False, allow_unicode=True), nl=False)
+        print_document(msgspec.json.decode(value), fmt)
         return
     click.echo(value.decode())
 

@@ -8,10 +8,9 @@ import stat
 import sys
 
 import click
-import msgspec
 
 from vcbus import exitcodes
-from vcbus.cli.output import chosen, output_options
+from vcbus.cli.output import chosen, output_options, print_document
 from vcbus.errors import UserError
 from vcbus.settings import auth_options
 from vcbus.replaying import Until, replay_inputs
@@ -225,13 +224,8 @@ def replay(
         from vcbus.replay_html import write_html
 
         click.echo(f"timeline page: {write_html(html, files, result, report, until=stop)}", err=True)
-    if form == "yaml":
-        import yaml
-
-        dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-        yaml.dump(msgspec.to_builtins(report), sys.stdout, Dumper=dumper, sort_keys=False, allow_unicode=True)
-    elif form == "json":
-        sys.stdout.buffer.write(msgspec.json.format(msgspec.json.encode(report), indent=2) + b"\n")
+    if form in ("json", "yaml"):
+        print_document(report, form)
     else:
         from vcbus.cli.timeline import print_report
 

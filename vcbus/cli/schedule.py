@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import click
-import msgspec
 
-from vcbus.cli.output import chosen, output_options
+from vcbus.cli.output import chosen, output_options, print_document
 
 HELP = """Run Volcano scheduling sessions over a snapshot of a cluster, offline, and show the decisions.
 
@@ -100,12 +98,7 @@ def schedule(input_path: str, config_path: str | None, sessions: int, fmt: str |
     head = snapshot_line(cluster.load(data, source))
     results = cluster.run(sessions)
     form = chosen(fmt, as_json)
-    if form == "yaml":
-        import yaml
-
-        click.echo(yaml.safe_dump(msgspec.to_builtins(report(results)), sort_keys=False, allow_unicode=True), nl=False)
-        return
-    if form == "json":
-        sys.stdout.buffer.write(msgspec.json.format(msgspec.json.encode(report(results)), indent=2) + b"\n")
+    if form in ("json", "yaml"):
+        print_document(report(results), form)
         return
     print_sessions(head, cluster.base_time(), results)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import pathlib
 from typing import Any
 
@@ -13,7 +12,8 @@ import msgspec
 from vcbus.bus import subjects as s
 from vcbus.bus.connecting import open_bus
 from vcbus.bus.reading import read_bucket
-from vcbus.cli.output import namespace_scope, nothing_on_bus
+from vcbus.cli.output import namespace_scope, nothing_on_bus, output_options, print_document, print_names
+from vcbus.cli.output import print_table as rows
 from vcbus.errors import UserError
 from vcbus.settings import BusSettings, bus_options, from_flags
 
@@ -60,10 +60,8 @@ def job_object(job: str, status: dict[str, Any]) -> dict[str, Any]:
 @click.argument("job", metavar="[NS/NAME]", required=False)
 @click.option("-n", "--namespace", help="Only jobs in this namespace.")
 @click.option("-A", "--all-namespaces", is_flag=True, help="Every namespace (the default: a bus has no current one).")
-@click.option(
-    "-o", "--output", "fmt", type=click.Choice(["table", "wide", "json", "yaml", "name"]), default="table",
-    show_default=True, help="table, wide (+ tasks, counts, times), json or yaml (a v1 List), name (job.batch.volcano.sh/NAME).",
-)
+@output_options(("table", "wide", "json", "yaml", "name"), json_alias=False, default="table",
+                default_help="table; wide: + tasks, counts, times; json or yaml: a v1 List; name: job.batch.volcano.sh/NAME")
 @bus_options
 def status(
     job: str | None, namespace: str | None, all_namespaces: bool, fmt: str, nats_url: str | None,
@@ -83,19 +81,13 @@ def status(
     if fmt in ("json", "yaml"):
         items = [job_object(k, v) for k, v in sorted(statuses.items())]
         doc: dict[str, Any] = items[0] if key is not None else {"apiVersion": "v1", "kind": "List", "items": items}
-        if fmt == "json":
-            click.echo(json.dumps(doc, indent=2))
-        else:
-            import yaml
-
-            click.echo(yaml.safe_dump(doc, sort_keys=False), nl=False)
+        print_document(doc, fmt)
         return
     if not statuses:
         nothing_on_bus("jobs", where, namespace)
         return
     if fmt == "name":
-        for k in sorted(statuses):
-            click.echo(f"job.batch.volcano.sh/{s.split_job(k)[1]}")
+        print_names(f"job.batch.volcano.sh/{s.split_job(k)[1]}" for k in sorted(statuses))
         return
     print_table(statuses, wide=fmt == "wide", tasks=tasks)
 
@@ -165,7 +157,4 @@ def print_table(statuses: dict[str, dict[str, Any]], *, wide: bool, tasks: dict[
     if not statuses:
         click.echo("No jobs on the bus.", err=True)
         return
-    rows = [header] + [_row(k, v, wide, (tasks or {}).get(k, "-")) for k, v in sorted(statuses.items())]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    for r in rows:
-        click.echo("   ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    rows([header] + [_row(k, v, wide, (tasks or {}).get(k, "-")) for k, v in sorted(statuses.items())])

@@ -16,7 +16,6 @@ denied, 2 unreadable input, an object vcbus does not check, or bad options.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
@@ -38,6 +37,7 @@ from statemachines.admission.schema import (
 )
 from statemachines.plugins.args import parse_go_bool
 from vcbus.cronjobs.zonedata import zones_for
+from vcbus.cli.output import output_options, print_document
 from vcbus.errors import UserError
 from vcbus.manifests import Document, load_all, load_documents
 
@@ -286,8 +286,8 @@ def nothing_to_check(files: tuple[str, ...], docs: list[Document]) -> UserError:
               help="Deny a job whose tasks ask for more pods than this in all (a vcbus bound; the webhook's flag of the same name).")
 @click.option("--skip-unknown", is_flag=True,
               help="Pass over objects of kinds vcbus does not check (Deployments, ConfigMaps...) instead of failing (exit 2).")
-@click.option("-o", "--output", type=click.Choice(["text", "json", "yaml"]), default="text", show_default=True,
-              help="The findings as text, or as a JSON or YAML list (one entry per object, the same either way).")
+@output_options(("text", "json", "yaml"), json_alias=False, default="text", dest="output",
+                default_help="the findings as text; json or yaml: a list, one entry per object, the same either way")
 def validate_command(files: tuple[str, ...], queue_files: tuple[str, ...], old_files: tuple[str, ...],
                      feature_gates: tuple[str, ...], scheduler_name: str, max_pods: int, skip_unknown: bool,
                      output: str) -> None:
@@ -328,12 +328,8 @@ def validate_command(files: tuple[str, ...], queue_files: tuple[str, ...], old_f
     unchecked = [d for d, r in zip(docs, results) if r.get("skipped")]
     if len(unchecked) == len(docs) and not skip_unknown:
         raise nothing_to_check(files, docs)
-    if output == "json":
-        click.echo(json.dumps(results, indent=2, ensure_ascii=False))
-    elif output == "yaml":
-        import yaml
-
-        click.echo(yaml.safe_dump(results, sort_keys=False, allow_unicode=True), nl=False)
+    if output in ("json", "yaml"):
+        print_document(results, output)
     else:
         for result in results:
             _print_text(result, skip_unknown)

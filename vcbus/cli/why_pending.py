@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import pathlib
-import sys
 from typing import Any
 
 import click
 import msgspec
 
-from vcbus.cli.output import chosen, output_options
+from vcbus.cli.output import chosen, output_options, print_document
 
 from vcbus.cli.status import parse_job
 from vcbus.settings import bus_options, from_flags
@@ -96,12 +95,7 @@ def why_pending(
 
 
 def _print(doc: dict[str, Any], form: str) -> None:
-    if form == "yaml":
-        import yaml
-
-        click.echo(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True), nl=False)
-    else:
-        sys.stdout.buffer.write(msgspec.json.format(msgspec.json.encode(doc), indent=2) + b"\n")
+    print_document(doc, form)
 
 
 async def _load_bus(cluster: Any, settings: Any) -> str:  # noqa: ANN401 - OfflineCluster, BusSettings
