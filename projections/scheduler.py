@@ -33,6 +33,7 @@ from statemachines.model import timefmt
 from statemachines.model.records import RecordError
 from statemachines.scheduler import objects as so
 from statemachines.scheduler.emitted import remember
+from statemachines.scheduler.images import ImageStates
 from statemachines.scheduler.model import (
     BINDING,
     RELEASING,
@@ -60,6 +61,7 @@ class SchedulerCache:
         self.tasks: dict[str, TaskFact] = {}
         self.classes: dict[str, tuple[int, bool]] = {}
         self.namespaces: dict[str, dict[str, str]] = {}  # name -> labels
+        self.images = ImageStates()  # the nodes' status.images, for ImageLocality
         self._observed: dict[str, TaskFact] = {}  # pods as their last record shows them
         self._binds: dict[str, tuple[str, str, str]] = {}  # pod key -> (uid, node, time) assumed Binding
         self._evicts: dict[str, str] = {}  # pod key -> uid assumed Releasing
@@ -114,10 +116,15 @@ class SchedulerCache:
         self._expire_binds()
 
     def _node(self, node: so.Node, deleted: bool, seq: int) -> None:
+        name = node.metadata.name
         if deleted:
-            self.nodes.pop(node.metadata.name, None)
+            self.images.remove(name)
+            self.nodes.pop(name, None)
         else:
-            self.nodes[node.metadata.name] = NodeFact(node, seq)
+            fact = NodeFact(node, seq)  # raises for a bad quantity before anything changed
+            self.images.remove(name)
+            fact.images = self.images.add(node)
+            self.nodes[name] = fact
 
     def _queue(self, queue: so.Queue, deleted: bool) -> None:
         name = queue.metadata.name

@@ -95,7 +95,8 @@ def condition_taints(node: o.Node) -> tuple[o.Taint, ...]:
 
 
 class NodeFact:
-    __slots__ = ("name", "uid", "alloc", "max_pods", "labels", "taints", "unschedulable", "creation", "version")
+    __slots__ = ("name", "uid", "alloc", "max_pods", "labels", "taints", "unschedulable", "creation", "version",
+                 "images")
 
     def __init__(self, node: o.Node, version: int) -> None:
         meta = node.metadata
@@ -108,6 +109,8 @@ class NodeFact:
         self.unschedulable = node.spec.unschedulable
         self.creation = meta.creation_timestamp or ""
         self.version = version  # the record seq that last changed it (static predicate cache key)
+        # image name -> (size, nodes holding it when this node was folded), set by the cache (`images.ImageStates`)
+        self.images: dict[str, tuple[int, int]] = {}
 
     def dump(self) -> dict[str, Any]:
         return {

@@ -50,10 +50,16 @@ class NodeCondition(Struct, frozen=True, rename="camel", gc=False):
     status: str = ""
 
 
+class ContainerImage(Struct, frozen=True, rename="camel", gc=False):
+    names: list[str] | None = None
+    size_bytes: int = 0
+
+
 class NodeStatus(Struct, frozen=True, rename="camel", gc=False):
     allocatable: Quantities | None = None
     capacity: Quantities | None = None
     conditions: list[NodeCondition] | None = None
+    images: list[ContainerImage] | None = None  # ImageLocality's score
 
 
 class Node(Struct, frozen=True, tag_field="kind", tag="Node", rename="camel", gc=False):
@@ -142,6 +148,7 @@ class ContainerPort(Struct, frozen=True, rename="camel", gc=False):
 
 class Container(Struct, frozen=True, rename="camel", gc=False):
     name: str = ""
+    image: str = ""
     resources: Requirements = Requirements()
     restart_policy: str | None = None
     ports: list[ContainerPort] | None = None
@@ -215,12 +222,18 @@ class TopologySpreadConstraint(Struct, frozen=True, rename="camel", gc=False):
     match_label_keys: list[str] | None = None
 
 
+class ImageVolume(Struct, frozen=True, rename="camel", gc=False):
+    reference: str = ""
+
+
 class Volume(Struct, frozen=True, rename="camel", gc=False):
-    """A volume, kept only as far as placement depends on it (claims need PVC/PV objects)."""
+    """A volume, kept only as far as placement depends on it (claims need PVC/PV objects; an image
+    volume's reference counts for ImageLocality)."""
 
     name: str = ""
     persistent_volume_claim: Any = None
     ephemeral: Any = None
+    image: ImageVolume | None = None
 
 
 class Toleration(Struct, frozen=True, rename="camel", gc=False):

@@ -13,6 +13,7 @@ from typing import Any
 
 from statemachines.scheduler import objects as o
 from statemachines.scheduler.constraints import compile_constraints
+from statemachines.scheduler.images import pod_images
 from statemachines.scheduler.model import (
     DEFAULT_MEMORY,
     DEFAULT_MILLI_CPU,
@@ -159,6 +160,8 @@ class TaskFact:
         "labels",
         "constraints",
         "unevaluated",
+        "images",
+        "containers",
     )
 
     def __init__(self, pod: o.Pod) -> None:
@@ -206,7 +209,8 @@ class TaskFact:
         self.index = _name_index(meta.name)
         self.scheduler_name = spec.scheduler_name
         self.scalars = tuple(sorted(self.req.sc.items()))
-        self.score_sig = (self.req.key(), self.nz_cpu, self.nz_mem)
+        self.images, self.containers = pod_images(spec)  # ImageLocality's
+        self.score_sig = (self.req.key(), self.nz_cpu, self.nz_mem, self.images, self.containers)
         self.labels = labels
         self.constraints, self.unevaluated = compile_constraints(spec, meta.namespace, labels)
         self.scheduled_condition: tuple[str, str] | None = None  # PodScheduled=False (reason, message)

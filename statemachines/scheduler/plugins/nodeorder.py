@@ -15,7 +15,12 @@ PodTopologySpread (the pod's ScheduleAnyway constraints), times `podaffinity.wei
 PodTopologySpread filters keep (`plugins/interpod.py`, `plugins/spread.py`); each applies only
 to a pod it can score (otherwise every node gets the same value).
 
-Not computed: image locality (every node the same without image data); the system-default
+ImageLocality (`images.image_score`: the pod's images the node holds, by size and by the share
+of nodes holding them), per node and not normalized, times `imagelocality.weight` (1), as Volcano
+runs it among its NodeOrderFn plugins; added only when some node reports images (otherwise it is 0
+everywhere).
+
+Not computed: the system-default
 spread constraints Volcano's PodTopologySpread gives a pod without constraints of its own that a
 Service, ReplicaSet, StatefulSet or ReplicationController selects (vcbus does not fold those).
 """
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 from statemachines.scheduler.config import PluginOption, arg_int
 from statemachines.scheduler.framework import Session
+from statemachines.scheduler.images import image_score
 from statemachines.scheduler.plugins.predicates import matches_term, pod_indexes, tolerates
 from statemachines.scheduler.accounting import NodeState
 from statemachines.scheduler.state import TaskState
@@ -85,6 +91,20 @@ def combined(least: int, balanced: int):
         if balanced:
             total += balanced_allocation(task, node) * balanced
         return total
+
+    return score
+
+
+def image_locality(ssn: Session, weight: int):
+    """ImageLocality's score times `weight` (totalNumNodes: the session's nodes, Volcano's node map)."""
+    total = len(ssn.node_list)
+
+    def score(task: TaskState, node: NodeState) -> float:
+        images = node.fact.images
+        if not images:
+            return 0.0
+        fact = task.fact
+        return float(image_score(fact.images, fact.containers, images, total) * weight)
 
     return score
 
@@ -187,6 +207,9 @@ def open_plugin(ssn: Session, option: PluginOption) -> None:
     balanced = arg_int(args, "balancedresource.weight", 1)
     if least or balanced:
         ssn.scorers.append(combined(least, balanced))
+    images = arg_int(args, "imagelocality.weight", 1)
+    if images and any(node.fact.images for node in ssn.node_list):
+        ssn.scorers.append(image_locality(ssn, images))
     affinity = arg_int(args, "nodeaffinity.weight", 2)
     if affinity:
         ssn.batch_scorers.append(node_affinity(affinity))
