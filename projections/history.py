@@ -208,8 +208,9 @@ def merge_report(base: dict[str, Any] | None, report: dict[str, Any], *, observe
         merged["uid"] = base.get("uid", "")
     if not observed_since and "adopted" in base and "adopted" not in report:
         merged["adopted"] = base["adopted"]
-    if base.get("tasks") or report.get("tasks"):
-        merged["tasks"] = dict(sorted({**(base.get("tasks") or {}), **(report.get("tasks") or {})}.items()))
+    for field in ("tasks", "taskPods"):  # by task: a task the newest fold saw move has its word
+        if base.get(field) or report.get(field):
+            merged[field] = dict(sorted({**(base.get(field) or {}), **(report.get(field) or {})}.items()))
     if base.get("truncated"):
         merged["truncated"] = True
     return merged

@@ -136,6 +136,7 @@ def job_report(
     pending_timers: list | None = None,
     deleted: bool = False,
     tasks: dict[str, str] | None = None,
+    task_pods: dict[str, dict[str, int]] | None = None,
 ) -> dict:
     namespace, name = h.key.split("/", 1)
     report = {
@@ -156,6 +157,9 @@ def job_report(
     }
     if tasks:  # the task machine's phase of each task (statemachines/task/); Volcano's status has none
         report["tasks"] = tasks
+        # and its pods by phase when it last moved: what a finished job's tasks ended with, which the
+        # status does not say (the kill that finishes a job counts only the pods it failed to delete)
+        report["taskPods"] = task_pods or {}
     if h.observed is not None and h.observed.adopted_phase:
         report["adopted"] = {
             "seq": h.observed.seq,
@@ -190,6 +194,7 @@ def build_report(
                 pending_timers=(pending_timers or {}).get(key),
                 deleted=key in statuses.deleted,
                 tasks=statuses.task_phases(key),
+                task_pods=statuses.task_pods(key),
             )
         )
     return {

@@ -39,6 +39,7 @@ class StatusView:
         self.deleted: set[str] = set()
         self.poisoned: dict[str, dict[tuple[str, int], o.RecordPoisoned]] = {}
         self.tasks: dict[str, dict[str, str]] = {}  # job -> task -> task phase
+        self.pods: dict[str, dict[str, dict[str, int]]] = {}  # job -> task -> pod phase -> pods, when it last moved
         self.position = 0
 
     def apply(self, event: o.Output, position: int | None = None) -> bool:
@@ -62,6 +63,7 @@ class StatusView:
             self.deleted.discard(event.job)
         elif type(event) is o.TaskPhaseChanged:
             self.tasks.setdefault(event.job, {})[event.task] = event.to_phase
+            self.pods.setdefault(event.job, {})[event.task] = pod_counts(event)
         elif type(event) is o.JobDeleted:
             self.deleted.add(event.job)
         elif type(event) is o.RecordPoisoned:
@@ -93,8 +95,19 @@ class StatusView:
         """Each task's phase, by task name ({} before any task moved)."""
         return dict(sorted(self.tasks.get(job, {}).items()))
 
+    def task_pods(self, job: str) -> dict[str, dict[str, int]]:
+        """Each task's pods by phase when the task last moved ({} before any task moved)."""
+        return dict(sorted(self.pods.get(job, {}).items()))
+
     def jobs(self) -> list[str]:
         return sorted(self.statuses)
+
+
+def pod_counts(event: o.TaskPhaseChanged) -> dict[str, int]:
+    """The task's pods by pod phase in a move, named as `status.taskStatusCount` names them (zeros left out)."""
+    counts = (("Pending", event.pending), ("Running", event.running), ("Succeeded", event.succeeded),
+              ("Failed", event.failed), ("Unknown", event.unknown))
+    return {phase: n for phase, n in counts if n}
 
 
 def poisoned_condition(records: list[o.RecordPoisoned]) -> dict[str, str]:

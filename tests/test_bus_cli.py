@@ -93,7 +93,7 @@ async def test_status_formats_and_errors(bus_settings, seed_log):
     assert doc["kind"] == "List" and doc["items"][0]["status"]["retryCount"] == 1
     wide = vcbus_cli("status", "-o", "wide", "-n", "default", "--nats", url).stdout.decode().splitlines()
     assert wide[0].split()[-3:] == ["RUNNING-DURATION", "LAST-TRANSITION", "POISONED"] and "15m58s" in wide[1]
-    assert wide[0].split()[6] == "TASKS" and wide[1].split()[6] == "master:Completed,worker:Pending"
+    assert wide[0].split()[6] == "TASKS" and wide[1].split()[6] == "master:Succeeded=1/Failed=0,worker:Succeeded=0/Failed=0"
     other = vcbus_cli("status", "-n", "other", "--nats", url)
     assert other.stdout == b"" and f"No jobs in namespace other on the bus at {url}.".encode() in other.stderr
     # kubectl's -A and -o name; -n and -A together is an error, as in `vcbus job list`

@@ -134,6 +134,9 @@ class JobReport(_Entry):
     errors: list[ErrorEntry]
     pending_timers: list[PendingTimer]
     tasks: dict[str, str] | UnsetType = UNSET  # each task's phase (the task machine; not a Volcano field)
+    # with `tasks`: each task's pods by pod phase when it last moved (zeros left out): what a finished job's
+    # tasks ended with, which its status does not say (Volcano's killPods counts only pods it failed to delete)
+    task_pods: dict[str, dict[str, int]] | UnsetType = UNSET
     adopted: Adopted | UnsetType = UNSET
 
 

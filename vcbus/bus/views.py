@@ -116,7 +116,7 @@ class Views:
             out[s.HISTORY_BUCKET] = None
         else:
             report = job_report(h, status, pending_timers=self.pending_timers(job), deleted=deleted,
-                                tasks=self.statuses.task_phases(job))
+                                tasks=self.statuses.task_phases(job), task_pods=self.statuses.task_pods(job))
             del report["commands"]  # VCBUS_CMDS, not VCBUS_JOBS: never folded here
             report = merge_report(base, report, observed_since=job in self.deleted_jobs.observed_since)
             out[s.HISTORY_BUCKET] = _fit(report)

@@ -23,7 +23,8 @@ HELP = """Show job statuses from the bus (the KV bucket vcbus_status), like kube
 Examples:
   vcbus status                                  # every job
   vcbus status default/resnet-dist-train        # one job (NAME alone: namespace default)
-  vcbus status -n team-a -o wide                # also each task's phase (TASKS: master:Running,...)
+  vcbus status -n team-a -o wide                # + each task: worker:Running(Running=2), a finished
+                                                # job's worker:Succeeded=2/Failed=0
   vcbus status default/resnet-dist-train -o json | jq .status.retryCount
   vcbus status -o yaml
 
@@ -108,13 +109,34 @@ async def _read(settings: BusSettings, *, tasks: bool = False) -> tuple[dict[str
     for key, value in history.items():
         if key.startswith("_"):
             continue
-        phases[s.job_of_key(key)] = task_column(msgspec.json.decode(value).get("tasks") or {})
+        job, entry = s.job_of_key(key), msgspec.json.decode(value)
+        st = out.get(job) or {}
+        phases[job] = task_column(entry.get("tasks") or {}, st.get("taskStatusCount") or {},
+                                  entry.get("taskPods") or {}, (st.get("state") or {}).get("phase"))
     return out, phases, where
 
 
-def task_column(tasks: dict[str, str]) -> str:
-    """`master:Running,worker:Completed` (the task machine's phase of each task), `-` when none is known."""
-    return ",".join(f"{name}:{phase}" for name, phase in sorted(tasks.items())) or "-"
+FINISHED = {"Completed", "Failed", "Terminated", "Aborted"}  # phases Volcano's kill enters: no active pods are left
+
+
+def task_column(tasks: dict[str, str], status_counts: dict[str, dict], finished_pods: dict[str, dict[str, int]],
+                job_phase: str | None = None) -> str:
+    """Each task of the job, `-` when none is known.
+
+    A live job's task is `NAME:PHASE(POD-PHASE=N,...)`: the task machine's phase and the status's
+    `taskStatusCount` (Volcano's, current). A finished job's is `NAME:Succeeded=N/Failed=M`: its pods that
+    ran to an end, as they were when the task last moved (`finished_pods`, the history's `taskPods`). Its
+    status counts none (Volcano's killPods counts only the pods it failed to delete) and its tasks derive
+    Pending once the kill deleted their pods, which says nothing of how they ended."""
+    parts = []
+    for name in sorted(set(tasks) | set(status_counts)):
+        if job_phase in FINISHED:
+            pods = finished_pods.get(name) or {}
+            parts.append(f"{name}:Succeeded={pods.get('Succeeded', 0)}/Failed={pods.get('Failed', 0)}")
+            continue
+        counts = ",".join(f"{phase}={n}" for phase, n in ((status_counts.get(name) or {}).get("phase") or {}).items() if n)
+        parts.append(f"{name}:{tasks.get(name, '-')}" + (f"({counts})" if counts else ""))
+    return ",".join(parts) or "-"
 
 
 def _row(job: str, st: dict[str, Any], wide: bool, tasks: str = "-") -> list[str]:
