@@ -1,7 +1,9 @@
 """AdmissionReview v1 in, AdmissionReview v1 out: the webhook's routing, without any I/O.
 
 `handle(path, review, queues=...)` answers one request for the paths
-`/jobs/mutate`, `/jobs/validate`, `/queues/mutate` and `/queues/validate`.
+`/jobs/mutate`, `/jobs/validate`, `/queues/mutate`, `/queues/validate` and
+`/cronjobs/validate` (Volcano's CronJob webhook, statemachines/admission/cronjobs.py: CREATE and
+UPDATE, the time zones the CronJob names given by the caller as `zones`).
 Anything it cannot understand (unknown path, no request, a wrong resource, a
 bad object) is answered `allowed: false`, so the webhook fails closed.
 
@@ -30,19 +32,24 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from statemachines.admission.bounds import DEFAULT_MAX_PODS, object_problems
+from statemachines.admission.cronjobs import validate_cronjob
 from statemachines.admission.decoding import type_errors
 from statemachines.admission.mutate import DEFAULT_SCHEDULER, job_patch
 from statemachines.admission.plugin_warnings import plugin_warnings
 from statemachines.admission.queues import QueueIndex, queue_patch, validate_queue
-from statemachines.admission.schema import JOB_SCHEMA, QUEUE_KIND, QUEUE_SCHEMA, meta_errors, schema_message
+from statemachines.admission.schema import (
+    CRONJOB_KIND, CRONJOB_SCHEMA, JOB_SCHEMA, QUEUE_KIND, QUEUE_SCHEMA, meta_errors, schema_message,
+)
 from statemachines.admission.validate import validate_create, validate_update
+from statemachines.model.zone import Zone
 
 JOBS = ("batch.volcano.sh", "v1alpha1", "jobs")
 QUEUES = ("scheduling.volcano.sh", "v1beta1", "queues")
-PATHS = ("/jobs/mutate", "/jobs/validate", "/queues/mutate", "/queues/validate")
+CRONJOBS = ("batch.volcano.sh", "v1alpha1", "cronjobs")
+PATHS = ("/jobs/mutate", "/jobs/validate", "/queues/mutate", "/queues/validate", "/cronjobs/validate")
 
 
 @dataclass(frozen=True)
@@ -84,15 +91,18 @@ def _object(request: dict[str, Any], key: str, gvr: tuple[str, str, str]) -> dic
     broken = object_problems(obj)
     if broken:
         raise ValueError("; ".join(message for _, message in broken))
-    schema, kind = (JOB_SCHEMA, "Job.batch.volcano.sh") if gvr == JOBS else (QUEUE_SCHEMA, QUEUE_KIND)
+    schema, kind = {JOBS: (JOB_SCHEMA, "Job.batch.volcano.sh"), CRONJOBS: (CRONJOB_SCHEMA, CRONJOB_KIND)}.get(
+        gvr, (QUEUE_SCHEMA, QUEUE_KIND))
     mistyped = type_errors(obj, schema)  # what Volcano's typed decoding refuses, named by field and type
     if mistyped:
         raise ValueError(schema_message(obj, mistyped, kind))
     return obj
 
 
-def handle(path: str, review: Any, *, queues: QueueIndex, settings: Settings | None = None) -> dict[str, Any]:
-    """Answer one AdmissionReview for `path`; never raises for bad input."""
+def handle(path: str, review: Any, *, queues: QueueIndex, settings: Settings | None = None,
+           zones: Mapping[str, Zone] | None = None) -> dict[str, Any]:
+    """Answer one AdmissionReview for `path`; never raises for bad input. `zones`: the time zones a
+    CronJob names, as data (the adapter reads them: vcbus/cronjobs/zonedata.py)."""
     settings = settings or Settings()
     request = review.get("request") if isinstance(review, dict) else None
     if not isinstance(request, dict):
@@ -120,6 +130,12 @@ def handle(path: str, review: Any, *, queues: QueueIndex, settings: Settings | N
                 return _response(uid, allowed=False, message="expect operation to be 'CREATE' or 'UPDATE'")
             warnings = [text for _, text in plugin_warnings(job)] if verdict.allowed else []
             return _response(uid, allowed=verdict.allowed, message=verdict.message, warnings=warnings)
+        if path == "/cronjobs/validate":  # Volcano's AdmitCronjobs: decoded first, then the operation
+            cronjob = _object(request, "object", CRONJOBS)
+            if operation not in ("CREATE", "UPDATE"):
+                return _response(uid, allowed=False, message="expect operation to be 'CREATE' or 'UPDATE'")
+            message = validate_cronjob(cronjob, zones or {})
+            return _response(uid, allowed=not message, message=message.strip())
         if path == "/queues/mutate":
             queue = _object(request, "object", QUEUES)
             if operation != "CREATE":

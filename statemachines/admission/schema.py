@@ -46,9 +46,11 @@ CRD_SCHEMAS: dict[str, dict[str, Any]] = json.loads(
 """CRD name (`jobs.batch.volcano.sh`, ...) -> its generated openAPIV3Schema (no descriptions)."""
 JOB_SCHEMA = CRD_SCHEMAS["jobs.batch.volcano.sh"]
 QUEUE_SCHEMA = CRD_SCHEMAS["queues.scheduling.volcano.sh"]
+CRONJOB_SCHEMA = CRD_SCHEMAS["cronjobs.batch.volcano.sh"]
 
 
 QUEUE_KIND = "Queue.scheduling.volcano.sh"  # Queues are custom resources too: same name rule
+CRONJOB_KIND = "CronJob.batch.volcano.sh"
 
 
 def name_errors(obj: dict[str, Any]) -> list[FieldError]:

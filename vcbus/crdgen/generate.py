@@ -2,7 +2,8 @@
 
 Inputs (all in the repository, so generation needs no server and no network):
 
-* `deploy/crds/src/<plural>.yaml`: the Volcano fields (vcbus/crdgen/describe.py);
+* `deploy/crds/src/<plural>.yaml`: the Volcano fields (vcbus/crdgen/describe.py); `include: [FILE]`
+  adds another description's types (cronjobs.yaml: the job template's spec is jobs.yaml's JobSpec);
 * `deploy/crds/src/k8s-core-v1.json`: Kubernetes' schemas of the pinned version
   (vcbus/crdgen/k8s.py; refreshed from a kube-apiserver with `--refresh-k8s`).
 
@@ -81,6 +82,15 @@ def crd(description: dict[str, Any], source: str, k8s: Inliner, descriptions: bo
     }
 
 
+def included(description: dict[str, Any]) -> dict[str, Any]:
+    """The description with the `types` of the files it `include`s (its own win): a CronJob's job template
+    is a vcjob's JobSpec, described once in jobs.yaml."""
+    types: dict[str, Any] = {}
+    for name in description.get("include") or ():
+        types.update(yaml.safe_load((SRC / name).read_text())["types"])
+    return {**description, "types": {**types, **description["types"]}}
+
+
 def _sources() -> list[pathlib.Path]:
     return sorted(p for p in SRC.glob("*.yaml"))
 
@@ -91,7 +101,7 @@ def render() -> dict[pathlib.Path, str]:
     files: dict[pathlib.Path, str] = {}
     compact: dict[str, Any] = {}
     for src in _sources():
-        description = yaml.safe_load(src.read_text())
+        description = included(yaml.safe_load(src.read_text()))
         rel = src.relative_to(REPO)
         doc = crd(description, str(rel), k8s)
         name = doc["metadata"]["name"]

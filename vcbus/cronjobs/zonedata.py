@@ -16,6 +16,8 @@ import datetime as _dt
 import zoneinfo
 from functools import lru_cache
 
+import msgspec
+
 from statemachines.cronjobs.zones import UTC, Zone
 
 START = int(_dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc).timestamp())
@@ -63,3 +65,21 @@ def zone(name: str) -> Zone:
 def zones_for(*names: str | None) -> dict[str, Zone]:
     """The zones a CronJob names (its `spec.timeZone`, its schedule's `TZ=` prefix), by name."""
     return {n: zone(n) for n in names if n is not None}
+
+
+
+def zones_of(cronjob: object) -> dict[str, Zone]:
+    """The zones a CronJob object (a dict, as the API server sends it) names: its `spec.timeZone` and
+    a `TZ=`/`CRON_TZ=` prefix of its schedule."""
+    spec = cronjob.get("spec") if isinstance(cronjob, dict) else None
+    spec = spec if isinstance(spec, dict) else {}
+    schedule = spec.get("schedule") if isinstance(spec.get("schedule"), str) else ""
+    names = [spec.get("timeZone") if isinstance(spec.get("timeZone"), str) else None]
+    if schedule.startswith(("TZ=", "CRON_TZ=")) and " " in schedule:
+        names.append(schedule[schedule.find("=") + 1:schedule.find(" ")])
+    return zones_for(*names)
+
+
+def cronjob_zones(cronjob: object) -> dict:
+    """`zones_of` as the JSON a CronJob's watch record carries (`"zones"`; the bridge adds it)."""
+    return {name: msgspec.to_builtins(z) for name, z in zones_of(cronjob).items()}

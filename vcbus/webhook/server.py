@@ -1,7 +1,8 @@
 """The HTTPS AdmissionReview server: stdlib `http.server`, one thread per request, TLS via `ssl`.
 
-Routes `POST /jobs/mutate`, `/jobs/validate`, `/queues/mutate` and
-`/queues/validate` to `statemachines.admission.review.handle`; `GET /healthz`
+Routes `POST /jobs/mutate`, `/jobs/validate`, `/queues/mutate`, `/queues/validate` and
+`/cronjobs/validate` (with the zones the CronJob names, read here) to
+`statemachines.admission.review.handle`; `GET /healthz`
 answers `ok`. Every review is timed and counted by path and answer
 (`vcbus_webhook_request_seconds`, `vcbus_webhook_reviews_total`), served on
 `vcbus webhook --metrics-addr`. The server fails closed: a body that is not JSON, a queue
@@ -22,12 +23,23 @@ from typing import Any
 
 from statemachines.admission import QueueIndex
 from statemachines.admission.review import PATHS, Settings, handle
+from statemachines.model.zone import Zone
+from vcbus.cronjobs.zonedata import zones_of
 from vcbus.observability import metrics
 
 log = logging.getLogger("vcbus.webhook")
 
 MAX_BODY = 3 * 1024 * 1024  # upstream's MaxRequestBody
 QueueSource = Callable[[], QueueIndex]
+
+
+CRONJOBS_PATH = "/cronjobs/validate"
+
+
+def review_zones(review: Any) -> dict[str, Zone]:
+    """The time zones the reviewed CronJob names, as data (the domain loads none)."""
+    request = review.get("request") if isinstance(review, dict) else None
+    return zones_of(request.get("object")) if isinstance(request, dict) else {}
 
 
 def _denial(uid: str, message: str) -> dict[str, Any]:
@@ -79,7 +91,8 @@ class AdmissionHandler(BaseHTTPRequestHandler):
         try:
             review = json.loads(raw)
             uid = str(((review or {}).get("request") or {}).get("uid", "")) if isinstance(review, dict) else ""
-            answer = handle(path, review, queues=self.server.queues(), settings=self.server.settings)
+            answer = handle(path, review, queues=self.server.queues(), settings=self.server.settings,
+                            zones=review_zones(review) if path == CRONJOBS_PATH else None)
         except json.JSONDecodeError as err:
             answer = _denial(uid, f"the request body is not JSON: {err}")
         except Exception as err:  # fail closed on anything unexpected
