@@ -106,3 +106,22 @@ def test_replay_follow_stopped_by_sigterm_reports_what_it_read_and_exits_130(tmp
         proc.wait()
     assert f"{first} records read" in tail and "interrupted" in tail and "final status" in tail
     assert b"Traceback" not in proc.stderr.read()
+
+
+@pytest.mark.nats
+async def test_up_once_stopped_by_ctrl_c_before_it_is_done_exits_130(bus_settings, many_jobs_log):
+    """`up --once` has an end, so it is not a server: stopped before it decided everything is 130, not 0."""
+    await publish_file(bus_settings, many_jobs_log)  # 30 jobs, some 4,000 records: seconds to decide
+    proc = vcbus("up", "--once", "--nats", bus_settings.nats_url, "--metrics-addr", "")
+    err = Output(proc.stderr)
+    try:
+        err.wait_for(lambda line: "running decider, projector" in line, "the services started")
+        assert proc.poll() is None, "up --once was done before the signal: the log is too small for this test"
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=DEADLINE) == exitcodes.INTERRUPTED
+        rest = err.rest()
+    finally:
+        proc.kill()
+        proc.wait()
+    assert "interrupted before the streams were decided and projected to their end" in rest
+    assert "Traceback" not in rest

@@ -53,7 +53,8 @@ TABLE: tuple[tuple[int, str, str], ...] = (
         INTERRUPTED,
         "interrupted",
         "Ctrl-C before the command was done (any command waiting); SIGTERM too where a command follows: "
-        "`replay` of a live log (after its report of what it read), `events tail`",
+        "`replay` of a live log (after its report of what it read), `events tail`; and `up --once`, "
+        "which has an end, so is not a server (what it decided is stored; run it again to go on)",
     ),
 )
 

@@ -17,6 +17,7 @@ from vcbus.bus.decider import Decider
 from vcbus.bus.projector import Projector
 from vcbus.cli.operating import Operations, operations_options
 from vcbus.cli.output import namespace_scope
+from vcbus import exitcodes
 from vcbus.errors import UserError
 from vcbus.observability.probes import DEFAULT_ADDR
 from vcbus.bus.cloudevents import resolve_source
@@ -107,7 +108,7 @@ def duration(text: str, option: str) -> float:
     help="Run only this service (repeatable). Default: decider and projector, and with a cluster "
     "(not --observe-only) the scheduler.",
 )
-@click.option("--once", is_flag=True, help="Decide and project what is in the streams, then exit.")
+@click.option("--once", is_flag=True, help="Decide and project what is in the streams, then exit (stopped before that by Ctrl-C or SIGTERM: exit 130).")
 @click.option(
     "--partition", "decider_partitions", type=int, multiple=True, metavar="K",
     help="Run the decider of partition K only (repeatable; one process per partition uses one core each). "
@@ -289,7 +290,7 @@ def up(
         from vcbus.schedconf import load_config
 
         scheduler = SchedulerOptions(load_config(scheduler_conf), duration(schedule_period, "--schedule-period"))
-    asyncio.run(
+    interrupted = asyncio.run(
         _up(
             settings,
             chosen,
@@ -305,6 +306,10 @@ def up(
             connect_timeout=0.0 if connect_timeout.strip() in ("0", "0s") else duration(connect_timeout, "--connect-timeout"),
         )
     )
+    if interrupted:  # --once is a finite command, not a server: stopped before it was done is the table's 130
+        click.echo("vcbus up --once: interrupted before the streams were decided and projected to their end; "
+                   "run it again to go on from where it stopped", err=True)
+        raise SystemExit(exitcodes.INTERRUPTED)
 
 
 def partition_settings(partitions: int | None, chosen: tuple[int, ...]) -> dict[str, Any]:
@@ -385,7 +390,9 @@ async def _up(
     ops: Operations | None = None,
     decider_partitions: tuple[int, ...] | None = None,
     connect_timeout: float = 0.0,
-) -> None:
+) -> bool:
+    """Run the services until stopped (with `once`, until the streams are used up); True when `once` was
+    stopped by a signal before it was done."""
     log = logging.getLogger("vcbus")
     ops = ops or Operations()
     stop = asyncio.Event()
@@ -415,6 +422,7 @@ async def _up(
                     log.info("vcbus up: %s; running %s", bus.describe(), ", ".join(names))
                     await run_services(bus, services, stop=stop, once=once, cluster=cluster, scheduler=scheduler, buses=buses,
                                        ops=ops, decider_partitions=decider_partitions)
+        return once and stop.is_set()
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
