@@ -46,7 +46,7 @@ from statemachines.job.causes import phase_cause
 from statemachines.model.objects import OWNER_KINDS, Command, Job, Pod, PodGroup, Queue, job_key
 from statemachines.model.record_time import object_time
 from statemachines.model.cronjob import CronJobRecord
-from statemachines.model.records import Decoded, Ignored, TimerRecord
+from statemachines.model.records import Decoded, Observed, TimerRecord
 from statemachines.model.status import JobStatus
 from statemachines.model.timefmt import ZERO_TIME, normalize
 from statemachines.podgroups.controller import SCHEDULER_NAMES, PodGroupController
@@ -170,72 +170,75 @@ class Engine:
     def apply(self, seq: int, record: Decoded, *, raw: bytes | None = None) -> list[o.Output]:
         """Fold one record; return what was decided because of it."""
         self.seq = seq
-        self.out = out = []
-        rcls = record.__class__
-        if rcls is Ignored:
-            self.ignored += 1
-            return out
-        if rcls is TimerRecord:
-            if record.time:  # type: ignore[union-attr]
-                self._advance(normalize(record.time))  # type: ignore[union-attr]
-            timer = self.timers.take(record.timer.id)  # type: ignore[union-attr]
+        out: list[o.Output] = []
+        self.out = out
+        # exact classes (mypy narrows on them): a failed isinstance on a Struct class is slow
+        if type(record) is Observed:  # nearly every record
+            self._observed(record, raw)
+        elif type(record) is TimerRecord:
+            if record.time:
+                self._advance(normalize(record.time))
+            timer = self.timers.take(record.timer.id)
             if timer is not None:
                 run_timer(self, timer)
-            return out
-        if rcls is CronJobRecord:
-            self._cronjob(record)  # type: ignore[arg-type]
-            return out
-        obj = record.object  # type: ignore[union-attr]
-        kind = obj.__class__
+        elif type(record) is CronJobRecord:
+            self._cronjob(record)
+        else:  # Ignored
+            self.ignored += 1
+        return out
+
+    def _observed(self, record: Observed, raw: bytes | None) -> None:
+        """A watch event: the log's time moves (due timers fire first), the object goes to the controllers
+        of its kind, then timers due at once fire."""
+        obj = record.object
         # the object's time, when the decoder has not worked it out already (`Observed.at`)
-        when = record.time or record.at or object_time(obj)  # type: ignore[union-attr]
+        when = record.time or record.at or object_time(obj)
         if when and when != self.now:  # most records come at the time of the one before: nothing moves
-            if not (len(when) == 20 and when[19] == "Z" and when[10] == "T"):  # `normalize`'s fast path, inlined
-                when = normalize(when)
+            when = normalize(when)
             if when > self.now:
                 self.now = when
         by_time = self.by_time
         heap = self.timers.heap
         if by_time and heap and heap[0][0] <= self.now:
             self.fire_due(self.now)
-        if kind is Pod:
-            on_pod(self, record.type, obj)  # type: ignore[union-attr]
-            if record.type == "ADDED":  # type: ignore[union-attr]
+        rtype = record.type
+        if type(obj) is Pod:
+            on_pod(self, rtype, obj)
+            if rtype == "ADDED":
                 self.podgroup_controller.pod_added(obj)
-            elif record.type == "DELETED" and self.podgroup_controller.waiting:  # type: ignore[union-attr]
+            elif rtype == "DELETED" and self.podgroup_controller.waiting:
                 self.podgroup_controller.pod_deleted(obj)
-        elif kind is Job:  # exact classes: a failed isinstance on a Struct class is slow
-            on_job(self, record.type, obj, raw)  # type: ignore[union-attr]
-            self.gc.job(record.type, obj)  # type: ignore[union-attr]
+        elif type(obj) is Job:
+            on_job(self, rtype, obj, raw)
+            self.gc.job(rtype, obj)
             if self.cronjob_controller is not None:
-                self.cronjob_controller.job(record.type, obj)  # type: ignore[union-attr]
-        elif kind is PodGroup:
-            on_podgroup(self, record.type, obj)  # type: ignore[union-attr]
-            self.queue_controller.podgroup(record.type, obj)  # type: ignore[union-attr]
-            self.podgroup_controller.podgroup(record.type, obj)  # type: ignore[union-attr]
-        elif kind is Queue:
+                self.cronjob_controller.job(rtype, obj)
+        elif type(obj) is PodGroup:
+            on_podgroup(self, rtype, obj)
+            self.queue_controller.podgroup(rtype, obj)
+            self.podgroup_controller.podgroup(rtype, obj)
+        elif type(obj) is Queue:
             self.queues_seen = True
-            if record.type == "DELETED":  # type: ignore[union-attr]
+            if rtype == "DELETED":
                 self.queues.pop(obj.metadata.name, None)
             else:
                 self.queues[obj.metadata.name] = obj
-            self.queue_controller.queue(record.type, obj)  # type: ignore[union-attr]
-        elif kind is Command:
-            on_command(self, record.type, obj)  # type: ignore[union-attr]
-            self.queue_controller.command(record.type, obj)  # type: ignore[union-attr]
-        elif kind in OWNER_KINDS:
-            self.podgroup_controller.owner(record.type, obj)  # type: ignore[union-attr]
+            self.queue_controller.queue(rtype, obj)
+        elif type(obj) is Command:
+            on_command(self, rtype, obj)
+            self.queue_controller.command(rtype, obj)
+        elif isinstance(obj, OWNER_KINDS):
+            self.podgroup_controller.owner(rtype, obj)
         heap = self.timers.heap  # firing may have replaced the list (`TimerHeap.take` rebuilds it)
         if by_time and heap and heap[0][0] <= self.now:
             self.fire_due(self.now)  # a delay <= 0 fires at once, right after the request that set it
-        return out
 
     def _cronjob(self, record: CronJobRecord) -> None:
         """A CronJob record: the log's time moves (due timers fire first), then the CronJob controller syncs."""
         if self.cronjob_controller is None:
             self.ignored += 1
             return
-        when = record.time or object_time(record.object)  # type: ignore[arg-type]
+        when = record.time or object_time(record.object)
         if when:
             self._advance(normalize(when))
         if self.by_time:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 from transitions import Machine
+from transitions.core import Condition
 
 Guard = tuple[Callable[[Any], bool], bool]
 Row = tuple[Any, tuple[Guard, ...]]  # (dest, guards); dest None only for an internal transition
@@ -22,14 +23,24 @@ def compile_graph(machine: Machine, guards: Mapping[str, Callable[[Any], bool]])
     graph: dict[tuple[str, str], list[Row]] = {}
     for trigger, event in machine.events.items():
         for source, transitions in event.transitions.items():
-            graph[(source, trigger)] = [
-                (t.dest, tuple((guards[c.func], c.target) for c in t.conditions)) for t in transitions  # type: ignore[index]
-            ]
+            graph[(source, trigger)] = [(t.dest, tuple(_guard(guards, c) for c in t.conditions)) for t in transitions]
     return graph
+
+
+def _guard(guards: Mapping[str, Callable[[Any], bool]], condition: Condition) -> Guard:
+    """A transition's condition as (guard, the value it must have); the machines name their guards."""
+    if not isinstance(condition.func, str):
+        raise TypeError(f"a guard given as {condition.func!r}, not by name")
+    return guards[condition.func], condition.target
 
 
 class GuardModel:
     """A model for the real `transitions.Machine`: each guard a method over `check`."""
+
+    # set on the model by `transitions.Machine` when it takes it (`add_model`): its state, and the
+    # method that fires a trigger by name
+    state: str
+    trigger: Callable[[str], bool]
 
     def __init__(self, guards: Mapping[str, Callable[[Any], bool]], check: Any) -> None:
         self.check = check

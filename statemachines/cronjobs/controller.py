@@ -331,12 +331,12 @@ class CronJobController:
         for ref in list(active):
             if ref.uid in uids:
                 continue
-            job = self.jobs.get(f"{ref.namespace}/{ref.name}")
-            if job is None or job.metadata.uid in self.deleting:
+            named = self.jobs.get(f"{ref.namespace}/{ref.name}")
+            if named is None or named.metadata.uid in self.deleting:
                 self.event(e, "Warning", "StaleReference", f'Active job "{ref.name}" no longer exists (UID: {ref.uid})')
-            elif job.metadata.uid != ref.uid:
+            elif named.metadata.uid != ref.uid:
                 self.event(e, "Warning", "StaleReference", f'Active job reference "{ref.name}" points to a '
-                           f"different UID (expected: {ref.uid}, actual: {job.metadata.uid})")
+                           f"different UID (expected: {ref.uid}, actual: {named.metadata.uid})")
             else:
                 continue
             active[:] = [r for r in active if r.uid != ref.uid]

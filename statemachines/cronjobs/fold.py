@@ -36,7 +36,8 @@ class CronJobFold:
 
     def apply(self, seq: int, record: Any) -> list[o.Output]:
         self.seq = seq
-        self.out = out = []
+        out: list[o.Output] = []
+        self.out = out
         if isinstance(record, TimerRecord):
             if record.time:
                 self._advance(normalize(record.time))

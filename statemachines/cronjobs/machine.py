@@ -149,9 +149,9 @@ def fire_with_transitions(which: str, state: str, trigger: str, check: Check = C
     model = GuardModel(CRONJOB_GUARDS, check)
     machine = build_machine(which, model, initial=state)
     try:
-        model.trigger(trigger)  # type: ignore[attr-defined]
+        model.trigger(trigger)
     except MachineError as err:
         raise IllegalRunTransition(f"run trigger {trigger!r} from {state!r}") from err
-    dest = model.state  # type: ignore[attr-defined]
+    dest = model.state
     machine.remove_model(model)
     return dest

@@ -106,9 +106,9 @@ def fire_with_transitions(phase: str, trigger: str, check: Check) -> str | None:
     model = GuardModel(GUARDS, check)
     machine = build_machine(model, initial=phase)
     try:
-        moved = model.trigger(trigger)  # type: ignore[attr-defined]
+        moved = model.trigger(trigger)
     except MachineError as err:
         raise IllegalTransition(phase, trigger) from err
-    dest = model.state  # type: ignore[attr-defined]
+    dest = model.state
     machine.remove_model(model)
     return dest if moved and dest != phase else None

@@ -34,10 +34,10 @@ Each queue's PodGroups and their counts by phase are kept in `podgroups.py`.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
+from typing import Any, TypeGuard
 
 from statemachines import outputs as o
-from statemachines.model.objects import Command, PodGroup, Queue
+from statemachines.model.objects import Command, OwnerReference, PodGroup, Queue
 from statemachines.queues.machine import (
     CLOSE_QUEUE,
     CLOSED_OR_CLOSING,
@@ -90,7 +90,7 @@ def recorded_status(q: Queue) -> Status:
     return s.state, (s.pending, s.running, s.inqueue, s.unknown, s.completed)
 
 
-def is_queue_reference(ref: Any) -> bool:
+def is_queue_reference(ref: OwnerReference | None) -> TypeGuard[OwnerReference]:
     """Volcano's IsQueueReference: the Command targets a scheduling.volcano.sh/v1beta1 Queue."""
     return ref is not None and ref.api_version == QUEUE_API_VERSION and ref.kind == "Queue"
 
@@ -194,7 +194,7 @@ class QueueController:
         if meta.uid and meta.uid in self.consumed:
             return  # deleted already: Volcano's Delete gets NotFound and stops
         self.consumed.add(meta.uid)
-        target = cmd.target.name  # type: ignore[union-attr]
+        target = cmd.target.name
         self.emit(o.DeleteBusCommand, target, name=meta.name, namespace=meta.namespace)
         self.request(target, cmd.action, COMMAND_ISSUED)
 

@@ -25,12 +25,11 @@ no queue-scoped outputs, at the cost of nothing per record.
 
 from __future__ import annotations
 
-from typing import Any
-
 from statemachines import outputs as o
 from statemachines.model.objects import Command, PodGroup, Queue
 from statemachines.model.record_time import object_time
-from statemachines.model.records import Decoded, Ignored, TimerRecord
+from statemachines.model.cronjob import CronJobRecord
+from statemachines.model.records import Decoded, Observed, TimerRecord
 from statemachines.model.timefmt import ZERO_TIME, normalize
 from statemachines.queues.controller import QueueController
 
@@ -58,23 +57,20 @@ class QueueFold:
         self.seq = seq
         out: list[o.Output] = []
         self.out = out
-        rcls = record.__class__
-        if rcls is Ignored:
-            return out
-        if rcls is TimerRecord:
-            if record.time:  # type: ignore[union-attr]
-                self._advance(normalize(record.time))  # type: ignore[union-attr]
-            return out
-        obj: Any = record.object  # type: ignore[union-attr]
-        when = record.time or object_time(obj)  # type: ignore[union-attr]
-        if when:
-            self._advance(normalize(when))
-        if isinstance(obj, PodGroup):
-            self.queue_controller.podgroup(record.type, obj)  # type: ignore[union-attr]
-        elif isinstance(obj, Queue):
-            self.queue_controller.queue(record.type, obj)  # type: ignore[union-attr]
-        elif isinstance(obj, Command):
-            self.queue_controller.command(record.type, obj)  # type: ignore[union-attr]
+        # exact classes (mypy narrows on them); a CronJob record moves the time as a watch event does
+        if type(record) is Observed or type(record) is CronJobRecord:
+            when = record.time or object_time(record.object)
+            if when:
+                self._advance(normalize(when))
+            obj = record.object
+            if isinstance(obj, PodGroup):
+                self.queue_controller.podgroup(record.type, obj)
+            elif isinstance(obj, Queue):
+                self.queue_controller.queue(record.type, obj)
+            elif isinstance(obj, Command):
+                self.queue_controller.command(record.type, obj)
+        elif type(record) is TimerRecord and record.time:
+            self._advance(normalize(record.time))
         return out
 
     def pending_timers(self) -> list:

@@ -164,9 +164,9 @@ def fire_with_transitions(state: str, trigger: str, check: Check) -> str:
     model = GuardModel(GUARDS, check)
     machine = build_machine(model, initial=known_state(state))
     try:
-        model.trigger(trigger)  # type: ignore[attr-defined]
+        model.trigger(trigger)
     except MachineError as err:
         raise AssertionError(f"transitions refused {trigger!r} from {state!r}") from err
-    dest = model.state  # type: ignore[attr-defined]
+    dest = model.state
     machine.remove_model(model)
     return dest
