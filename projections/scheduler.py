@@ -34,6 +34,7 @@ from statemachines.model.records import RecordError
 from statemachines.scheduler import objects as so
 from statemachines.scheduler.emitted import remember
 from statemachines.scheduler.images import ImageStates
+from statemachines.scheduler.volumes import ClaimFact, VolumeFact
 from statemachines.scheduler.model import (
     BINDING,
     RELEASING,
@@ -62,6 +63,9 @@ class SchedulerCache:
         self.classes: dict[str, tuple[int, bool]] = {}
         self.namespaces: dict[str, dict[str, str]] = {}  # name -> labels
         self.images = ImageStates()  # the nodes' status.images, for ImageLocality
+        self.claims: dict[str, ClaimFact] = {}  # PVCs, PVs and StorageClasses: the volume checks
+        self.volumes: dict[str, VolumeFact] = {}
+        self.storage_classes: dict[str, str | None] = {}  # name -> volumeBindingMode
         self._observed: dict[str, TaskFact] = {}  # pods as their last record shows them
         self._binds: dict[str, tuple[str, str, str]] = {}  # pod key -> (uid, node, time) assumed Binding
         self._evicts: dict[str, str] = {}  # pod key -> uid assumed Releasing
@@ -104,6 +108,8 @@ class SchedulerCache:
                         self.classes.pop(obj.metadata.name, None)
                     else:
                         self.classes[obj.metadata.name] = (obj.value, obj.global_default)
+                elif isinstance(obj, (so.PersistentVolumeClaim, so.PersistentVolume, so.StorageClass)):
+                    self._volume(obj, deleted)
                 elif isinstance(obj, so.Namespace):
                     if deleted:
                         self.namespaces.pop(obj.metadata.name, None)
@@ -125,6 +131,24 @@ class SchedulerCache:
             self.images.remove(name)
             fact.images = self.images.add(node)
             self.nodes[name] = fact
+
+    def _volume(self, obj, deleted: bool) -> None:
+        meta = obj.metadata
+        if isinstance(obj, so.PersistentVolumeClaim):
+            key = f"{meta.namespace}/{meta.name}"
+            if deleted:
+                self.claims.pop(key, None)
+            else:
+                self.claims[key] = ClaimFact(obj)
+        elif isinstance(obj, so.PersistentVolume):
+            if deleted:
+                self.volumes.pop(meta.name, None)
+            else:
+                self.volumes[meta.name] = VolumeFact(obj)
+        elif deleted:
+            self.storage_classes.pop(meta.name, None)
+        else:
+            self.storage_classes[meta.name] = obj.volume_binding_mode
 
     def _queue(self, queue: so.Queue, deleted: bool) -> None:
         name = queue.metadata.name
@@ -251,6 +275,9 @@ class SchedulerCache:
             priority_classes={name: value for name, (value, _) in self.classes.items()},
             default_priority=default,
             namespaces=dict(self.namespaces),
+            claims=dict(self.claims),
+            volumes=dict(self.volumes),
+            storage_classes=dict(self.storage_classes),
             emitted=dict(self.emitted),
             bound=dict(self.bound),
             time=self.time,

@@ -364,9 +364,6 @@ def test_three_not_ready_nodes_get_no_pod():
 @pytest.mark.parametrize(
     ("spec", "field"),
     [
-        ({"volumes": [{"name": "cfg", "configMap": {"name": "c"}}, {"name": "d", "persistentVolumeClaim": {"claimName": "d"}}]},
-         "spec.volumes[1].persistentVolumeClaim"),
-        ({"volumes": [{"name": "e", "ephemeral": {"volumeClaimTemplate": {}}}]}, "spec.volumes[0].ephemeral"),
         ({"resourceClaims": [{"name": "gpu"}]}, "spec.resourceClaims"),
         ({"resources": {"requests": {"cpu": "2"}}}, "spec.resources.requests"),
     ],
@@ -398,7 +395,7 @@ def test_pods_held_back_by_a_field_not_evaluated_are_counted_per_field_on_metric
     from vcbus.bus.scheduling import SchedulerStats
     from vcbus.observability.metrics import ServiceStats
 
-    claim = {"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "d"}}]}
+    claim = {"resources": {"requests": {"cpu": "2"}}}  # pod-level resources
     cluster = Cluster(queue(), *TWO, podgroup("pg", 1, phase="Inqueue"),
                       with_spec(pod("pg-w-0", "pg"), **claim), with_spec(pod("pg-w-1", "pg"), **claim),
                       with_spec(pod("pg-w-2", "pg"), resourceClaims=[{"name": "gpu"}]),
@@ -408,4 +405,4 @@ def test_pods_held_back_by_a_field_not_evaluated_are_counted_per_field_on_metric
                                           unevaluated=lambda: unevaluated_counts(cluster.cache.tasks.values())))
     [family] = [f for f in stats.collect() if f.name == "vcbus_scheduler_unevaluated_pods"]
     assert {s.labels["field"]: s.value for s in family.samples} == {
-        "spec.volumes[].persistentVolumeClaim": 2, "spec.resourceClaims": 1}
+        "spec.resources.requests": 2, "spec.resourceClaims": 1}

@@ -157,11 +157,6 @@ def compile_constraints(spec: o.PodSpec, namespace: str, labels: dict[str, str])
             continue
         selector = with_label_keys(compile_selector(c.label_selector), labels, c.match_label_keys, "In")
         (spread if c.when_unsatisfiable == "DoNotSchedule" else soft_spread).append(Spread(c, selector))
-    for i, v in enumerate(spec.volumes or ()):
-        if v.persistent_volume_claim is not None:
-            problems.append(f"spec.volumes[{i}].persistentVolumeClaim")
-        elif v.ephemeral is not None:
-            problems.append(f"spec.volumes[{i}].ephemeral")
     if spec.resource_claims:
         problems.append("spec.resourceClaims")
     if spec.resources is not None and spec.resources.requests:

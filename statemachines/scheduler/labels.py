@@ -53,6 +53,17 @@ def compile_selector(selector: Any) -> Selector | None:
     return tuple(reqs)
 
 
+def requirements(reqs: Any) -> tuple[Requirement, ...]:
+    """`Requirement` views (objects.Requirement) as requirements."""
+    return tuple((r.key, r.operator, tuple(r.values or ())) for r in reqs or ())
+
+
+def selector_terms(selector: Any) -> tuple:
+    """A `NodeSelector` view's terms as (matchExpressions, matchFields) requirement tuples."""
+    return tuple((requirements(term.match_expressions), requirements(term.match_fields))
+                 for term in selector.node_selector_terms or ())
+
+
 def with_label_keys(selector: Selector | None, labels: dict[str, str], keys: Any, operator: str) -> Selector | None:
     """`matchLabelKeys` (operator In) / `mismatchLabelKeys` (NotIn): the pod's own values of `keys` added."""
     if selector is None or not keys:

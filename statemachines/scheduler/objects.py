@@ -1,4 +1,5 @@
-"""Views of the objects the scheduler folds (Node, Queue, PodGroup, Pod, PriorityClass, Namespace) and
+"""Views of the objects the scheduler folds (Node, Queue, PodGroup, Pod, PriorityClass, Namespace,
+PersistentVolumeClaim, PersistentVolume, StorageClass) and
 the decoding of one watch record into them.
 
 Each view keeps only what Volcano's scheduler cache reads (`pkg/scheduler/cache/event_handlers.go`);
@@ -226,12 +227,16 @@ class ImageVolume(Struct, frozen=True, rename="camel", gc=False):
     reference: str = ""
 
 
+class ClaimSource(Struct, frozen=True, rename="camel", gc=False):
+    claim_name: str = ""
+
+
 class Volume(Struct, frozen=True, rename="camel", gc=False):
-    """A volume, kept only as far as placement depends on it (claims need PVC/PV objects; an image
-    volume's reference counts for ImageLocality)."""
+    """A volume, kept only as far as placement depends on it (a claim, checked against the PVC,
+    PV and StorageClass objects; an image volume's reference counts for ImageLocality)."""
 
     name: str = ""
-    persistent_volume_claim: Any = None
+    persistent_volume_claim: ClaimSource | None = None
     ephemeral: Any = None
     image: ImageVolume | None = None
 
@@ -306,7 +311,48 @@ class Namespace(Struct, frozen=True, tag_field="kind", tag="Namespace", rename="
     metadata: Meta = Meta()
 
 
-SchedObject = Union[Node, Queue, PodGroup, Pod, PriorityClass, Namespace]
+# ---------------------------------------------------------------- volumes
+
+
+class ClaimSpec(Struct, frozen=True, rename="camel", gc=False):
+    volume_name: str = ""
+    storage_class_name: str | None = None
+
+
+class ClaimStatus(Struct, frozen=True, rename="camel", gc=False):
+    phase: str = ""
+
+
+class PersistentVolumeClaim(Struct, frozen=True, tag_field="kind", tag="PersistentVolumeClaim", rename="camel",
+                            gc=False):
+    api_version: str = ""
+    metadata: Meta = Meta()
+    spec: ClaimSpec = ClaimSpec()
+    status: ClaimStatus = ClaimStatus()
+
+
+class VolumeNodeAffinity(Struct, frozen=True, rename="camel", gc=False):
+    required: NodeSelector | None = None
+
+
+class VolumeSpec(Struct, frozen=True, rename="camel", gc=False):
+    node_affinity: VolumeNodeAffinity | None = None
+
+
+class PersistentVolume(Struct, frozen=True, tag_field="kind", tag="PersistentVolume", rename="camel", gc=False):
+    api_version: str = ""
+    metadata: Meta = Meta()
+    spec: VolumeSpec = VolumeSpec()
+
+
+class StorageClass(Struct, frozen=True, tag_field="kind", tag="StorageClass", rename="camel", gc=False):
+    api_version: str = ""
+    metadata: Meta = Meta()
+    volume_binding_mode: str | None = None
+
+
+SchedObject = Union[Node, Queue, PodGroup, Pod, PriorityClass, Namespace, PersistentVolumeClaim, PersistentVolume,
+                    StorageClass]
 
 API_VERSIONS = {
     "Node": "v1",
@@ -315,6 +361,9 @@ API_VERSIONS = {
     "PodGroup": "scheduling.volcano.sh/v1beta1",
     "PriorityClass": "scheduling.k8s.io/v1",
     "Namespace": "v1",
+    "PersistentVolumeClaim": "v1",
+    "PersistentVolume": "v1",
+    "StorageClass": "storage.k8s.io/v1",
 }
 
 WATCH_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED"})
@@ -337,7 +386,8 @@ class _Envelope(Struct, gc=False):
 _typed = msgspec.json.Decoder(_Envelope)
 _generic = msgspec.json.Decoder()
 _convert_types = {"Node": Node, "Queue": Queue, "PodGroup": PodGroup, "Pod": Pod, "PriorityClass": PriorityClass,
-                  "Namespace": Namespace}
+                  "Namespace": Namespace, "PersistentVolumeClaim": PersistentVolumeClaim,
+                  "PersistentVolume": PersistentVolume, "StorageClass": StorageClass}
 
 
 def decode(data: bytes) -> Record | None:

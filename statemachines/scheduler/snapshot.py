@@ -20,7 +20,7 @@ class Snapshot:
     that the log now shows on their node (PodBound is due)."""
 
     __slots__ = ("nodes", "queues", "groups", "tasks", "priority_classes", "default_priority", "namespaces", "emitted",
-                 "bound", "time", "seq")
+                 "bound", "time", "seq", "claims", "volumes", "storage_classes")
 
     def __init__(
         self,
@@ -36,6 +36,9 @@ class Snapshot:
         bound: dict[str, str] | None = None,
         time: str = "",
         seq: int = 0,
+        claims: dict | None = None,
+        volumes: dict | None = None,
+        storage_classes: dict[str, str | None] | None = None,
     ) -> None:
         self.nodes = nodes
         self.queues = queues
@@ -48,3 +51,8 @@ class Snapshot:
         self.bound = bound if bound is not None else {}
         self.time = time
         self.seq = seq
+        # the volume checks' facts (statemachines.scheduler.volumes): PVCs by "<namespace>/<name>",
+        # PVs by name, StorageClasses' volumeBindingMode by name
+        self.claims = claims if claims is not None else {}
+        self.volumes = volumes if volumes is not None else {}
+        self.storage_classes = storage_classes if storage_classes is not None else {}

@@ -14,6 +14,8 @@ from typing import Any
 from statemachines.scheduler import objects as o
 from statemachines.scheduler.constraints import compile_constraints
 from statemachines.scheduler.images import pod_images
+from statemachines.scheduler.labels import requirements, selector_terms
+from statemachines.scheduler.volumes import pod_claims
 from statemachines.scheduler.model import (
     DEFAULT_MEMORY,
     DEFAULT_MILLI_CPU,
@@ -41,25 +43,16 @@ class Placement:
         self.node_selector = tuple(sorted((spec.node_selector or {}).items()))
         affinity = spec.affinity.node_affinity if spec.affinity else None
         required = affinity.required_during_scheduling_ignored_during_execution if affinity else None
-        self.terms = (
-            tuple(
-                (_requirements(term.match_expressions), _requirements(term.match_fields))
-                for term in required.node_selector_terms or ()
-            )
-            if required is not None
-            else None
-        )
+        self.terms = selector_terms(required) if required is not None else None
         self.tolerations = tuple((t.key, t.operator, t.value, t.effect) for t in spec.tolerations or ())
         # preferred node affinity terms: (weight, (matchExpressions, matchFields)), for nodeorder's score
         self.preferred = tuple(
-            (term.weight, (_requirements(term.preference.match_expressions), _requirements(term.preference.match_fields)))
+            (term.weight, (requirements(term.preference.match_expressions), requirements(term.preference.match_fields)))
             for term in (affinity.preferred_during_scheduling_ignored_during_execution if affinity else None) or ()
         )
         self.key = (self.node_selector, self.terms, self.tolerations, self.preferred)
 
 
-def _requirements(reqs: list[o.Requirement] | None) -> tuple:
-    return tuple((r.key, r.operator, tuple(r.values or ())) for r in reqs or ())
 
 
 def _requests(spec: o.PodSpec, where: str) -> tuple[Res, float, float]:
@@ -162,6 +155,7 @@ class TaskFact:
         "unevaluated",
         "images",
         "containers",
+        "claims",
     )
 
     def __init__(self, pod: o.Pod) -> None:
@@ -210,6 +204,7 @@ class TaskFact:
         self.scheduler_name = spec.scheduler_name
         self.scalars = tuple(sorted(self.req.sc.items()))
         self.images, self.containers = pod_images(spec)  # ImageLocality's
+        self.claims = pod_claims(meta.name, spec)  # VolumeZone's and VolumeBinding's
         self.score_sig = (self.req.key(), self.nz_cpu, self.nz_mem, self.images, self.containers)
         self.labels = labels
         self.constraints, self.unevaluated = compile_constraints(spec, meta.namespace, labels)

@@ -3,8 +3,9 @@
 The dynamic checks run per evaluation: the pod count (`node(s) pod number exceeded`, status
 Unschedulable, evaluation continues) first; after the stable filters, for a node that passed
 them, the filters that depend on the pods around: NodePorts (`plugins/ports.py`),
-InterPodAffinity (`plugins/interpod.py`) and PodTopologySpread DoNotSchedule
-(`plugins/spread.py`), in Volcano's filter order, each Unschedulable failure kept and an
+InterPodAffinity (`plugins/interpod.py`), VolumeZone, PodTopologySpread DoNotSchedule
+(`plugins/spread.py`) and VolumeBinding (`volumes.py`, whose PreFilters run at PrePredicate), in
+Volcano's filter order, each Unschedulable failure kept and an
 UnschedulableAndUnresolvable one ending the node's evaluation. The stable filters depend only on the node object and
 the pod's placement (nodeSelector, required node affinity, tolerations), so they are computed
 once per (placement, node) and session: NodeUnschedulable, NodeAffinity, TaintToleration, in
@@ -28,6 +29,7 @@ from statemachines.scheduler.plugins.spread import TopologySpread
 from statemachines.scheduler.labels import requirement
 from statemachines.scheduler.model import NodeFact
 from statemachines.scheduler.tasks import Placement, TaskFact
+from statemachines.scheduler.volumes import Prepared, prefilter
 
 NAME = "predicates"
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
@@ -103,12 +105,42 @@ def pod_indexes(ssn: Session) -> PodIndexes:
     return ssn.pod_indexes
 
 
+class VolumeChecks:
+    """VolumeZone's and VolumeBinding's PreFilter per task (`volumes.prefilter`), once per session."""
+
+    def __init__(self, ssn: Session, *, zone: bool, binding: bool) -> None:
+        self.ssn = ssn
+        self.zone = zone
+        self.binding = binding
+        self.prepared: dict[str, Prepared] = {}
+
+    def get(self, fact: TaskFact) -> Prepared | None:
+        """The task's checks; None when it has no claim."""
+        if not fact.claims:
+            return None
+        prepared = self.prepared.get(fact.uid)
+        if prepared is None:
+            prepared = self.prepared[fact.uid] = prefilter(self.ssn.snapshot, fact, zone=self.zone,
+                                                           binding=self.binding)
+        return prepared
+
+    def pre_predicate(self, task) -> str | None:
+        prepared = self.get(task.fact)
+        if prepared is None:
+            return None
+        if prepared.error:
+            return prepared.error
+        return f"{NOT_EVALUATED} {prepared.unevaluated}" if prepared.unevaluated else None
+
+
 class Dynamic:
-    """The filters that depend on the pods placed so far (NodePorts, InterPodAffinity, PodTopologySpread)."""
+    """The filters that depend on the pods placed so far (NodePorts, InterPodAffinity, PodTopologySpread),
+    and the volume filters (VolumeZone, VolumeBinding), which depend on the task's claims."""
 
     def __init__(self, ssn: Session, *, node_ports: bool = True, pod_affinity: bool = True,
-                 topology_spread: bool = True) -> None:
+                 topology_spread: bool = True, volumes: VolumeChecks | None = None) -> None:
         self.ssn = ssn
+        self.volumes = volumes
         self.node_ports = node_ports
         self.labels: dict[str, dict] = {}
         indexes = pod_indexes(ssn) if pod_affinity or topology_spread else None
@@ -118,6 +150,8 @@ class Dynamic:
     def applies(self, fact: TaskFact) -> bool:
         """Whether any of these filters can fail a node for this task (else the node index answers)."""
         if fact.constraints is not None and fact.constraints.filtered:
+            return True
+        if self.volumes is not None and fact.claims:
             return True
         return self.interpod is not None and bool(self.interpod.existing(fact))
 
@@ -166,6 +200,10 @@ class Dynamic:
             if prepared is not None:
                 checks.append((prepared[0], True))
                 pairs = None if pairs is None or prepared[1] is None else pairs + prepared[1]
+        volumes = self.volumes.get(fact) if self.volumes is not None else None
+        if volumes is not None and volumes.topologies:
+            checks.append((volumes.zone, True))
+            pairs = None
         if self.spread is not None:
             prepared = self.spread.prepare(fact)
             if prepared is not None:
@@ -173,6 +211,9 @@ class Dynamic:
                 if pairs is not None:
                     pairs = pairs + prepared[1]
                 keys = prepared[2]
+        if volumes is not None and volumes.bound:
+            checks.append((volumes.binding, True))
+            pairs = None
         if not checks:
             return None
 
@@ -263,11 +304,18 @@ def open_plugin(ssn: Session, option: PluginOption) -> None:
         taint_toleration=arg_bool(args, "predicate.TaintTolerationEnable", True),
     )
     ssn.check_pod_count = True
+    zone = arg_bool(args, "predicate.VolumeZoneEnable", True)
+    binding = arg_bool(args, "predicate.VolumeBindingEnable", True)
+    volumes = VolumeChecks(ssn, zone=zone, binding=binding) if zone or binding else None
     ssn.dynamic = Dynamic(
         ssn,
         node_ports=arg_bool(args, "predicate.NodePortsEnable", True),
         pod_affinity=arg_bool(args, "predicate.PodAffinityEnable", True),
         topology_spread=arg_bool(args, "predicate.PodTopologySpreadEnable", True),
+        volumes=volumes,
     )
-    ssn.add("pre_predicate", NAME, unevaluated)
+    if volumes is None:
+        ssn.add("pre_predicate", NAME, unevaluated)
+    else:
+        ssn.add("pre_predicate", NAME, lambda task: unevaluated(task) or volumes.pre_predicate(task))
     ssn.add("predicate", NAME, lambda task, node: None)
