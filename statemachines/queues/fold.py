@@ -40,6 +40,7 @@ class QueueFold:
     # what a host of the decider reads of an engine (vcbus.bus.rebuilding: a snapshot's configuration)
     explain = False
     queue_controller_on = True
+    cronjob_controller = None  # no CronJob controller here (with N > 1 partitions none runs: vcbus.bus.rebuilding)
     timer_mode = "recorded"
     strict_queues = None
     max_pods = 0
