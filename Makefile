@@ -79,8 +79,11 @@ test: $(STAMP) envtest kwok browser js-example helm shells lint
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow"
 
+# The demo keeps its bus in vcbus's default store, so the README's next commands read it; then the PATH line.
 run: $(STAMP)
-	$(BIN)/vcbus demo
+	$(BIN)/vcbus demo --keep
+	@echo "vcbus is in $(abspath $(BIN)); to run it as vcbus:"
+	@echo '  export PATH="$(abspath $(BIN)):$$PATH"'
 
 # Generated documents (tests check they are current).
 docs: $(STAMP)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import pathlib
+import shlex
 import tempfile
 
 import click
@@ -21,7 +22,7 @@ from vcbus.cli.status import print_table
 from vcbus.cli.replay import warn
 from vcbus.errors import UserError
 from vcbus.logmerge import in_etcd_order
-from vcbus.settings import BusSettings
+from vcbus.settings import ENV_DATA_DIR, BusSettings, default_data_dir, from_flags
 
 SEED = pathlib.Path(__file__).resolve().parents[2] / "examples" / "resnet-dist-train.json"
 
@@ -33,14 +34,21 @@ directory, publishes a recorded watch log into VCBUS_K8S (default: the seed
 job resnet-dist-train of examples/), runs the decider and the projector until
 the log is used up, prints the phase changes an outside subscriber sees on
 VCBUS_JOBS and the projected statuses from the KV bucket, writes the log's
-timeline as an HTML page (`vcbus replay --html`; into the --keep dir, else a
+timeline as an HTML page (`vcbus replay --html`; into the kept store, else a
 temporary file) and prints its path, and stops.
+
+\b
+With --keep the bus stays: its store is --data-dir, by default the one every
+vcbus command uses, so `vcbus status`, `vcbus events tail` and the others read
+it with no flags (each starts the store's server while it runs). The demo ends
+with those commands, ready to paste.
 
 \b
 Examples:
   vcbus demo
   vcbus demo examples/retries-exhausted.jsonl
-  vcbus demo watch.log --keep /tmp/vcbus-demo     # keep the store to explore it
+  vcbus demo --keep && vcbus status -o wide       # keep the bus in the default store
+  vcbus demo watch.log --keep --data-dir /tmp/vcbus-demo
 """
 
 
@@ -50,16 +58,24 @@ def register(group: click.Group) -> None:
 
 @click.command(help=HELP)
 @click.argument("file", required=False, metavar="[FILE]")
-@click.option("--keep", type=click.Path(file_okay=False, path_type=pathlib.Path), help="Use and keep this data dir.")
-def demo(file: str | None, keep: pathlib.Path | None) -> None:
+@click.option("--keep", is_flag=True, help="Keep the bus (its store is --data-dir) for the other vcbus commands.")
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=pathlib.Path),
+              help=f"With --keep: the store to keep [env {ENV_DATA_DIR}; default {default_data_dir()}, where every "
+              "command looks].")
+def demo(file: str | None, keep: bool, data_dir: pathlib.Path | None) -> None:
     path = pathlib.Path(file) if file else SEED
+    if path.is_dir():
+        raise UserError(f"{path} is a directory, not a watch log: the store to keep is --keep --data-dir {path}")
     if not path.is_file():
         raise UserError(f"{path}: no such file")
-    if keep is not None:
-        keep.mkdir(parents=True, exist_ok=True)
-        asyncio.run(_demo(path, keep))
-        click.echo(f"store kept in {keep}: vcbus status --data-dir {keep}")
-        _page(path, keep / "timeline.html")
+    if data_dir is not None and not keep:
+        raise UserError("--data-dir is the store --keep keeps: add --keep (without it the demo's store is temporary)")
+    if keep:
+        store = from_flags(None, data_dir).data_dir
+        store.mkdir(parents=True, exist_ok=True)
+        jobs = asyncio.run(_demo(path, store))
+        _page(path, store / "timeline.html")
+        _next_commands(store, jobs, default=data_dir is None)
         return
     with tempfile.TemporaryDirectory(prefix="vcbus-demo-") as tmp:
         asyncio.run(_demo(path, pathlib.Path(tmp)))
@@ -74,7 +90,18 @@ def _page(log: pathlib.Path, out: pathlib.Path) -> None:
     click.echo(f"\ntimeline page (open it in a browser): {html_for_log(log, out)}")
 
 
-async def _demo(path: pathlib.Path, data_dir: pathlib.Path) -> None:
+def _next_commands(store: pathlib.Path, jobs: list[str], *, default: bool) -> None:
+    """What to run on the kept bus, ready to paste (with --data-dir when it is not the default store)."""
+    flag = "" if default else f" --data-dir {shlex.quote(str(store))}"
+    env = "" if default else f"{ENV_DATA_DIR}={shlex.quote(str(store))} "
+    job = jobs[0] if jobs else "default/resnet-dist-train"
+    click.echo(f"\nthe bus is kept in {store}; each vcbus command starts its server while it runs:")
+    for command in (f"vcbus status -o wide{flag}", f"vcbus events tail --since 1 --no-follow{flag}",
+                    f"vcbus projections history {job}{flag}", f"{env}vcbus replay --nats --job {job}"):
+        click.echo(f"  {command}")
+
+
+async def _demo(path: pathlib.Path, data_dir: pathlib.Path) -> list[str]:
     settings = BusSettings(data_dir=data_dir)
     async with open_bus(settings, own_server=True, name="vcbus-demo") as bus:
         click.echo(f"nats-server: {bus.describe()}")
@@ -103,3 +130,4 @@ async def _demo(path: pathlib.Path, data_dir: pathlib.Path) -> None:
         statuses = {s.job_of_key(k): msgspec.json.decode(v) for k, v in raw.items() if not k.startswith("_")}
         click.echo(f"\nstatuses in KV {s.STATUS_BUCKET} (what `vcbus status` shows):")
         print_table(statuses, wide=False)
+        return sorted(statuses)
