@@ -189,6 +189,18 @@ class Chromium:
                       {"type": kind, "x": x, "y": y, "button": "left" if kind != "mouseMoved" else "none",
                        "clickCount": 1}, session=True)
 
+    def type_text(self, selector: str, text: str) -> None:
+        """Replace what the input at `selector` holds by `text`, as typed: a click to focus it, its text selected,
+        then `text` inserted (none: Backspace), so the page sees real input events."""
+        self.click(selector)
+        self.js(f"document.querySelector({json.dumps(selector)}).select()")
+        if text:
+            self.call("Input.insertText", {"text": text}, session=True)
+            return
+        for kind in ("keyDown", "keyUp"):
+            self.call("Input.dispatchKeyEvent", {"type": kind, "key": "Backspace", "code": "Backspace",
+                                                 "windowsVirtualKeyCode": 8}, session=True)
+
     def wheel(self, selector: str, delta_y: float) -> None:
         x, y = self.center(selector)
         self.call("Input.dispatchMouseEvent",

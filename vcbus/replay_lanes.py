@@ -119,6 +119,7 @@ def collect_lanes(
     for j in report["jobs"]:
         wanted.update(h["seq"] for h in j["history"])
         wanted.update(a["seq"] for a in j["actions"])
+        wanted.update(d["seq"] for d in j["divergences"])  # the recorded status that differs
     lanes = _Lanes(jobs)
     records: dict[int, dict] = {}
     state = {"dropped": 0, "cut": 0, "now": None}
