@@ -709,7 +709,7 @@ def cluster_scoped(k8s):
     tag = uuid.uuid4().hex[:8]
     yield tag
     api = k8s.api_client()
-    for resource in ("nodes", "priorityclasses"):
+    for resource in ("nodes", "priorityclasses", "storageclasses", "persistentvolumes"):
         for obj in api_request(api, "GET", resource_kind(resource).path())["items"]:
             if tag in obj["metadata"]["name"]:
                 api_request(api, "DELETE", resource_kind(resource).path(None, obj["metadata"]["name"]))
@@ -762,6 +762,44 @@ async def test_nodes_and_priority_classes_are_bridged_and_resumed(k8s, k8s_names
     assert second.published == 3, "the restarted bridge re-published what the first had stored"
     assert_cluster_scoped(recs)
     assert_no_repeats(recs)
+
+
+async def test_the_schedulers_namespaces_and_volume_objects_are_bridged(k8s, k8s_namespace, js, cluster_scoped):
+    """Namespaces (their labels: pod affinity's namespaceSelector), PVs, StorageClasses and PVCs (the
+    volume checks) reach the stream, and the scheduler's cache folds them."""
+    from projections.scheduler import SchedulerCache
+
+    api = k8s.api_client()
+    ns, name = k8s_namespace, f"bridge-ns-{cluster_scoped}"
+    async with bridge_running(js, api, ns) as bridge:
+        await create(api, "namespaces", ns, {"metadata": {"name": name, "labels": {"team": "x"}}})
+        await patch(api, "namespaces", ns, name, {"metadata": {"labels": {"team": "y"}}})
+        await create(api, "storageclasses", ns, {"metadata": {"name": name}, "provisioner": "example.com/none",
+                                                 "volumeBindingMode": "WaitForFirstConsumer"})
+        await create(api, "persistentvolumes", ns, {"metadata": {"name": name, "labels": {
+            "topology.kubernetes.io/zone": "zb"}}, "spec": {"capacity": {"storage": "1Gi"},
+                                                            "accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/x"}}})
+        await create(api, "persistentvolumeclaims", ns, {"metadata": {"name": "data"}, "spec": {
+            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}, "storageClassName": name}})
+        recs = await wait_recs(js, ns, 5, cluster_names=frozenset({name}))
+        await wait_settled(js, bridge)
+    await delete(api, "namespaces", ns, name)
+    assert sorted(r.short for r in recs) == sorted([
+        ("ADDED", "Namespace", name), ("MODIFIED", "Namespace", name), ("ADDED", "StorageClass", name),
+        ("ADDED", "PersistentVolume", name), ("ADDED", "PersistentVolumeClaim", "data")])
+    assert_cluster_scoped([r for r in recs if r.kind != "PersistentVolumeClaim"])
+    [claim] = [r for r in recs if r.kind == "PersistentVolumeClaim"]
+    assert claim.subject == f"vcbus.k8s.persistentvolumeclaim.{ns}.data"
+    assert claim.headers["Vcbus-Namespace"] == ns and "Vcbus-Job" not in claim.headers
+    assert isinstance(decode(json.dumps(claim.record).encode()), Ignored)  # the job controller skips it
+    cache = SchedulerCache()  # what the scheduler folds from them
+    for r in recs:
+        cache.apply(r.seq, json.dumps(r.record).encode())
+    snapshot = cache.snapshot()
+    assert snapshot.namespaces[name]["team"] == "y"
+    assert snapshot.storage_classes[name] == "WaitForFirstConsumer"
+    assert snapshot.volumes[name].topologies == (("topology.kubernetes.io/zone", frozenset({"zb"})),)
+    assert snapshot.claims[f"{ns}/data"].storage_class == name
 
 
 @pytest.mark.slow

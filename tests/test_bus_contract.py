@@ -160,6 +160,28 @@ def test_nodes_and_priority_classes_are_published_cluster_scoped_for_the_schedul
     assert belongs(msg.headers, "ns/j")  # cluster-scoped: part of every job's export
 
 
+def test_namespaces_and_the_volume_objects_are_published_for_the_scheduler():
+    def rec(kind: str, api: str, meta: str, rest: str = "") -> bytes:
+        return (f'{{"type":"ADDED","object":{{"apiVersion":"{api}","kind":"{kind}","metadata":{{{meta},'
+                f'"uid":"u","resourceVersion":"3"}}{rest}}}}}').encode()
+
+    cases = [
+        (rec("Namespace", "v1", '"name":"team-a","labels":{"team":"a"}'), "vcbus.k8s.namespace._.team-a", ""),
+        (rec("PersistentVolume", "v1", '"name":"pv-1"'), "vcbus.k8s.persistentvolume._.pv-1", ""),
+        (rec("StorageClass", "storage.k8s.io/v1", '"name":"fast"', ',"volumeBindingMode":"Immediate"'),
+         "vcbus.k8s.storageclass._.fast", ""),
+        (rec("PersistentVolumeClaim", "v1", '"name":"data","namespace":"ns"'),
+         "vcbus.k8s.persistentvolumeclaim.ns.data", "ns"),
+    ]
+    for data, subject, namespace in cases:
+        assert isinstance(decode(data), Ignored)  # the job controller skips them
+        msg = prepare(data, decode(data))
+        assert msg is not None and msg.subject == subject
+        assert msg.headers["Vcbus-Namespace"] == namespace and "Vcbus-Job" not in msg.headers
+    wrong = rec("StorageClass", "storage.k8s.io/v2", '"name":"fast"')
+    assert prepare(wrong, decode(wrong)) is None
+
+
 def test_a_compact_record_is_kept_byte_for_byte():
     line = msgspec.json.encode({"type": "ADDED", "object": {"kind": "Queue", "metadata": {"name": "q"}}, "time": "x"})
     assert compact_body(line + b"\n") == line

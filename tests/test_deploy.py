@@ -355,6 +355,14 @@ def _one_of_each(admin: client.ApiClient, ns: str) -> None:
     _node(core, ns)
     client.SchedulingV1Api(admin).create_priority_class({"metadata": {"name": ns}, "value": 1000})
     _CLUSTER_SCOPED.append(("PriorityClass", ns))
+    # the scheduler's volume facts: a claim, a volume and a class
+    client.StorageV1Api(admin).create_storage_class({"metadata": {"name": ns}, "provisioner": "example.com/none"})
+    _CLUSTER_SCOPED.append(("StorageClass", ns))
+    core.create_persistent_volume({"metadata": {"name": ns}, "spec": {
+        "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/tmp/x"}}})
+    _CLUSTER_SCOPED.append(("PersistentVolume", ns))
+    core.create_namespaced_persistent_volume_claim(ns, {"metadata": {"name": "watched"}, "spec": {
+        "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}})
     apps = client.AppsV1Api(admin)  # a pod's owners (no controller-manager here: only their objects)
     selector = {"matchLabels": {"app": "watched"}}
     template = {"metadata": {"labels": {"app": "watched"}},
@@ -383,7 +391,9 @@ def _delete_nodes_and_priority_classes(k8s):
     yield
     admin = k8s.api_client()
     delete = {"Node": client.CoreV1Api(admin).delete_node,
-              "PriorityClass": client.SchedulingV1Api(admin).delete_priority_class}
+              "PriorityClass": client.SchedulingV1Api(admin).delete_priority_class,
+              "StorageClass": client.StorageV1Api(admin).delete_storage_class,
+              "PersistentVolume": client.CoreV1Api(admin).delete_persistent_volume}
     for kind, name in _CLUSTER_SCOPED:
         try:
             delete[kind](name)
@@ -532,7 +542,8 @@ def test_the_actuator_applies_every_command_type_as_the_service_account(k8s, dep
     apply(o.DeleteJob(job=key, seq=22, uid=uid))
 
     assert {t for t, _ in applied} == set(o.COMMANDS), "a command type is not exercised here"
-    assert {e.reason for e in core.list_namespaced_event(ns).items} == {"ExecuteAction", "Unschedulable", "Scheduled"}
+    assert {e.reason for e in core.list_namespaced_event(ns).items} == {"ExecuteAction", "Unschedulable", "Scheduled",
+                                                                         "SuccessfulCreate"}
     assert any(e.involved_object.name == queue for e in core.list_namespaced_event("default").items)
 
 
@@ -566,6 +577,20 @@ def test_the_role_refuses_what_the_controller_never_does(k8s, deployed):
     _forbidden(core_sa.delete_node, node)
     _forbidden(core_sa.create_node, {"metadata": {"name": f"{node}-x"}})
     _forbidden(client.SchedulingV1Api(sa).create_priority_class, {"metadata": {"name": node}, "value": 1})
+    # Namespaces are only listed and watched (the scheduler reads their labels).
+    _forbidden(core_sa.read_namespace, ns)
+    _forbidden(core_sa.patch_namespace, ns, {"metadata": {"labels": {"x": "y"}}})
+    _forbidden(core_sa.delete_namespace, ns)
+    _forbidden(core_sa.create_namespace, {"metadata": {"name": f"{node}-x"}})
+    # PVs and StorageClasses are only listed and watched; PVCs created, listed and watched, not read one by one.
+    core.create_namespaced_persistent_volume_claim(ns, {"metadata": {"name": "someone-elses"}, "spec": {
+        "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}})
+    _forbidden(core_sa.read_namespaced_persistent_volume_claim, "someone-elses", ns)
+    _forbidden(core_sa.patch_namespaced_persistent_volume_claim, "someone-elses", ns, {"metadata": {"labels": {"x": "y"}}})
+    _forbidden(core_sa.delete_namespaced_persistent_volume_claim, "someone-elses", ns)
+    _forbidden(core_sa.create_persistent_volume, {"metadata": {"name": f"{node}-x"}, "spec": {
+        "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/tmp/x"}}})
+    _forbidden(client.StorageV1Api(sa).create_storage_class, {"metadata": {"name": f"{node}-x"}, "provisioner": "x"})
     # Nothing outside the job controller's objects.
     _forbidden(client.AppsV1Api(sa).list_deployment_for_all_namespaces)
     # A pod's owners are only listed and watched (the podgroup controller reads their annotations).

@@ -8,7 +8,10 @@ cpu 1 / memory 1Gi, so all three would fit on any one node: only the anti-affini
 - three nodes, the first made large (cpu 64 / memory 256Gi, so the least-requested score would
   put every pod there): one pod per node, Running;
 - two nodes: nothing is ever bound (through three more sessions), and the PodGroup's
-  Unschedulable condition names the anti-affinity in kube-scheduler's words.
+  Unschedulable condition names the anti-affinity in kube-scheduler's words;
+- three nodes, the anti-affinity term choosing its namespaces by a `namespaceSelector` (the label
+  the API server gives every namespace, `kubernetes.io/metadata.name`): the same one pod per node,
+  which needs the Namespace records on the bus and in the scheduler's facts.
 """
 
 from __future__ import annotations
@@ -31,27 +34,36 @@ SMALL = {"cpu": "1", "memory": "1Gi"}
 ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
 
 
-def spread_seed_job() -> dict:
+def spread_seed_job(namespace_selector: dict | None = None) -> dict:
     """The seed job, small requests, each pod refusing a node that holds another pod of the job."""
     job = seed_job()
     for task in job["spec"]["tasks"]:
         spec = task["template"]["spec"]
         for c in spec["containers"]:
             c["resources"] = {"requests": dict(SMALL), "limits": dict(SMALL)}
-        spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
-            "labelSelector": {"matchLabels": {"volcano.sh/job-name": NAME}},
-            "topologyKey": "kubernetes.io/hostname",
-        }]}}
+        term = {"labelSelector": {"matchLabels": {"volcano.sh/job-name": NAME}}, "topologyKey": "kubernetes.io/hostname"}
+        if namespace_selector is not None:
+            term["namespaceSelector"] = namespace_selector
+        spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
     return job
 
 
 @pytest.mark.parametrize("scenario", [3], indirect=True)
 def test_seed_job_with_hostname_anti_affinity_lands_one_pod_per_node(scenario):
+    one_pod_per_node_on_three(scenario, spread_seed_job())
+
+
+@pytest.mark.parametrize("scenario", [3], indirect=True)
+def test_the_same_with_the_namespaces_chosen_by_a_namespace_selector(scenario):
     sc = scenario
+    one_pod_per_node_on_three(sc, spread_seed_job({"matchLabels": {"kubernetes.io/metadata.name": sc.ns}}))
+
+
+def one_pod_per_node_on_three(sc, job: dict) -> None:
     big = {"cpu": "64", "memory": "256Gi", "pods": "110"}
     sc.core.patch_node_status(sc.nodes[0], {"status": {"capacity": big, "allocatable": big}})
     sc.wait("the large node seen as large", lambda: sc.core.read_node(sc.nodes[0]).status.allocatable["cpu"] == "64")
-    sc.submit(spread_seed_job())
+    sc.submit(job)
 
     def running():
         pods = sc.pods()

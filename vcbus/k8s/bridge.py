@@ -3,10 +3,11 @@
 One `ResourceWatcher` (vcbus.k8s.watching: list-then-watch, bookmarks, relist
 on 410 Gone with DELETED for what vanished, backoff on errors) per resource
 vcbus reads: vcjobs, pods, podgroups, queues and commands (the job
-controller), and the cluster-scoped nodes and
-priorityclasses (only the scheduler reads those: the job controller's decode
-ignores them, vcbus.bus.publisher publishes them all the same, on
-`vcbus.k8s.node._.<name>` and `vcbus.k8s.priorityclass._.<name>`). Each event
+controller), and the cluster-scoped nodes, priorityclasses, namespaces,
+persistentvolumes and storageclasses, and the persistentvolumeclaims (only the
+scheduler reads those: the job controller's decode ignores them,
+vcbus.bus.publisher publishes them all the same, on `vcbus.k8s.node._.<name>`,
+`vcbus.k8s.persistentvolumeclaim.<namespace>.<name>` and so on). Each event
 becomes a watch record stamped with the time the bridge observed it (`"time"`,
 the event time the state machines use) and is published with its dedup id
 `<uid>:<resourceVersion>:<type>`.
@@ -81,7 +82,9 @@ from vcbus.k8s.watching import ResourceWatcher, resource_kind
 log = logging.getLogger("vcbus.bridge")
 
 OWNERS = ("replicasets", "statefulsets", "daemonsets")  # a pod's owners whose annotations the podgroup controller reads
-RESOURCES = ("vcjobs", "pods", "podgroups", "queues", "commands", "nodes", "priorityclasses", *OWNERS)
+VOLUMES = ("persistentvolumeclaims", "persistentvolumes", "storageclasses")  # the scheduler's volume checks
+RESOURCES = ("vcjobs", "pods", "podgroups", "queues", "commands", "nodes", "priorityclasses", "namespaces", *VOLUMES,
+             *OWNERS)
 BRIDGE_BUCKET = "vcbus_bridge"
 # published once these resources' first lists are in the stream: vcjobs after every other resource's,
 # pods after their owners' (a pod's PodGroup is built with its owner's annotations)

@@ -116,6 +116,12 @@ RESOURCES: dict[str, ResourceKind] = {
         ResourceKind("commands", "bus.volcano.sh", "v1alpha1", "commands", "Command", True),
         ResourceKind("nodes", "", "v1", "nodes", "Node", False),
         ResourceKind("priorityclasses", "scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False),
+        # the namespaces' labels, for the scheduler's pod affinity namespaceSelector
+        ResourceKind("namespaces", "", "v1", "namespaces", "Namespace", False),
+        # claims, volumes and classes, for the scheduler's volume checks (VolumeZone, VolumeBinding)
+        ResourceKind("persistentvolumeclaims", "", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True),
+        ResourceKind("persistentvolumes", "", "v1", "persistentvolumes", "PersistentVolume", False),
+        ResourceKind("storageclasses", "storage.k8s.io", "v1", "storageclasses", "StorageClass", False),
         # a pod's owners, for Volcano's podgroup controller (statemachines/podgroups/)
         ResourceKind("replicasets", "apps", "v1", "replicasets", "ReplicaSet", True),
         ResourceKind("statefulsets", "apps", "v1", "statefulsets", "StatefulSet", True),
@@ -133,6 +139,10 @@ _ALIASES = {
     "node": "nodes", "no": "nodes",
     "priorityclass": "priorityclasses", "pc": "priorityclasses",
     "priorityclasses.scheduling.k8s.io": "priorityclasses",
+    "namespace": "namespaces", "ns": "namespaces",
+    "persistentvolumeclaim": "persistentvolumeclaims", "pvc": "persistentvolumeclaims",
+    "persistentvolume": "persistentvolumes", "pv": "persistentvolumes",
+    "storageclass": "storageclasses", "sc": "storageclasses", "storageclasses.storage.k8s.io": "storageclasses",
     "replicaset": "replicasets", "rs": "replicasets", "replicasets.apps": "replicasets",
     "statefulset": "statefulsets", "sts": "statefulsets", "statefulsets.apps": "statefulsets",
     "daemonset": "daemonsets", "ds": "daemonsets", "daemonsets.apps": "daemonsets",
