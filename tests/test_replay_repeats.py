@@ -93,7 +93,7 @@ def test_the_window_of_remembered_records_is_bounded():
     window = Repeats.WINDOW
     for i in range(3 * window):
         assert not repeats.seen("uid", str(i), "MODIFIED")
-        assert len(repeats.current) + len(repeats.previous) <= 2 * window
+        assert len(repeats) <= 2 * window
     assert repeats.seen("uid", str(3 * window - 1), "MODIFIED")  # a recent one is a repeat
     assert not repeats.seen("uid", "0", "MODIFIED")  # long gone from the window: taken again
     assert repeats.dropped == 1

@@ -174,17 +174,35 @@ class Repeats:
     """
 
     WINDOW = 8192
-    __slots__ = ("current", "previous", "dropped")
+    __slots__ = ("current", "previous", "dropped", "listed", "listed_before", "last_rv")
 
     def __init__(self) -> None:
-        # "<uid>\n<resourceVersion>\n<type>", as the bus's msg id (one small string per record: the
-        # record's own uid and resourceVersion strings are not kept alive)
+        # "<uid>\n<resourceVersion>\n<type>", as the bus's msg id (one small string per record)
         self.current: set[str] = set()
         self.previous: set[str] = set()
         self.dropped = 0
+        # A repeat has the same resourceVersion string as a record before it, so a record whose
+        # resourceVersion comes after every one so far, by (length, text) (numbers without leading
+        # zeros: by value, as etcd writes them), cannot be one. While a log is in that order (nearly
+        # always) its records' identities are only listed, by generation as the sets would hold them;
+        # the sets are made from the lists at the first record that is not (`_stop_listing`), and
+        # from then on every record is looked up. Either way the same records are dropped.
+        self.listed: list[tuple[str, str, str]] | None = []
+        self.listed_before: list[tuple[str, str, str]] = []
+        self.last_rv = (0, "")  # the last resourceVersion listed: (length, text)
 
     def seen(self, uid: str, rv: str, rtype: str) -> bool:
         """True for a repeat (counted); otherwise remember the record."""
+        listed = self.listed
+        if listed is not None:
+            key = (len(rv), rv)
+            if key > self.last_rv:
+                self.last_rv = key
+                listed.append((uid, rv, rtype))
+                if len(listed) >= self.WINDOW:
+                    self.listed_before, self.listed = listed, []
+                return False
+            self._stop_listing()
         ident = f"{uid}\n{rv}\n{rtype}"
         if ident in self.current or ident in self.previous:
             self.dropped += 1
@@ -194,6 +212,16 @@ class Repeats:
         if len(current) >= self.WINDOW:
             self.previous, self.current = current, set()
         return False
+
+    def _stop_listing(self) -> None:
+        """The first record out of resourceVersion order: the listed generations become the sets."""
+        self.previous = {f"{u}\n{r}\n{t}" for u, r, t in self.listed_before}
+        self.current = {f"{u}\n{r}\n{t}" for u, r, t in self.listed or ()}
+        self.listed, self.listed_before = None, []
+
+    def __len__(self) -> int:
+        """How many identities are remembered (at most 2 x `WINDOW`)."""
+        return len(self.current) + len(self.previous) + len(self.listed or ()) + len(self.listed_before)
 
     def report(self, warn: Callable[[str], None]) -> None:
         if self.dropped:
