@@ -127,6 +127,7 @@ class Engine:
     # ------------------------------------------------------------------ what the controllers use
 
     def emit(self, cls: type, entry: JobEntry, /, **fields: Any) -> None:
+        """`JobContext.emit`: for the outputs few records make (the others are built by their keywords)."""
         # `/`: the keywords need no check against the parameters' names; the stamp goes into `fields`:
         # one dict passed on, not a second one merged from two (each is about a quarter of the call)
         fields["job"] = entry.key

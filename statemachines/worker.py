@@ -79,12 +79,13 @@ def process(engine: Any, entry: JobEntry, req: Request) -> None:
     action = res.action
     policy = res.policy
     engine.executing = (req, res)
-    engine.emit(  # one of these per request
-        o.ActionResolved, entry,
+    # one of these per request: built by its keywords (`JobContext.emit`)
+    engine.out.append(o.ActionResolved(
+        job=entry.key, seq=engine.seq, time=engine.now,
         event=req.event, exit_code=req.exit_code, task=req.task, pod=req.pod, action=action, policy=policy,
         delay=res.delay_text, phase=status.state.phase, reason=res.reason, explain=res.explain,
         policy_text="" if policy == "default" or policy[:1] not in ("j", "t") else policy_text(job, policy),
-    )
+    ))
     if action is _SYNC_MEMBER and res.delay == 0:  # the common case first: SyncJob at once, nothing to cancel
         # `execute`'s lookup and `run`'s syncJob, inlined (a call less on most requests)
         h = _SYNC_ROWS.get(status.state.phase) or _SYNC_ROWS[_PENDING]

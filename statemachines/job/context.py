@@ -20,12 +20,17 @@ from statemachines.model.status import JobStatus
 class JobContext(Protocol):
     now: str  # the time of the record being handled (RFC 3339)
     seq: int  # the record's position, stamped on every output
-    out: list  # the record's outputs so far (`emit` appends to it; hot paths append themselves)
+    out: list  # the record's outputs so far (`emit` appends to it; hot paths append themselves, see `emit`)
     spec_changed: bool  # the request being handled comes from a change of the job spec
     queues: dict  # the queues the log has shown, by name (a queue among them always exists)
 
     def emit(self, cls: type, entry: JobEntry, /, **fields: Any) -> None:
-        """Append an output (`statemachines.outputs`) for `entry`'s job, stamped with the record."""
+        """Append an output (`statemachines.outputs`) for `entry`'s job, stamped with the record.
+
+        The outputs most records make are built by their keywords instead, stamp included:
+        `ctx.out.append(o.X(job=entry.key, seq=ctx.seq, time=ctx.now, ...))`, which mypy checks
+        against the output's fields. `emit`'s keyword dict, packed and unpacked again, costs about
+        five times the construction (some 8,000 instructions against 1,700)."""
 
     def queue_exists(self, name: str) -> bool: ...
 

@@ -40,7 +40,8 @@ def _finish_kill(
 ) -> None:
     # A kill's counts are what it saw: the pods going away.
     status = copy_killed(entry.status, version, terminating)  # type: ignore[arg-type]
-    guard = status_function(entry, status, handling)
+    facts = spec_facts(entry)
+    guard = status_function(entry, status, handling, facts)
     if guard is not None:
         set_transition(status, ctx.now)
     job = entry.job
@@ -55,9 +56,6 @@ def _finish_kill(
                 _DURATIONS.clear()
             duration = _DURATIONS[(ltt, created)] = go_duration(parse(ltt) - parse(created))
         status.running_duration = duration
-    facts = entry.facts  # `spec_facts`, inlined: this runs on every kill
-    if facts is None or facts.spec is not job.spec:
-        facts = spec_facts(entry)
     plugins = facts.plugins
     resources = status.controlled_resources
     if plugins and resources is not None:  # else there is nothing to unbook
@@ -74,7 +72,7 @@ def _finish_kill(
 
 
 def _kill(ctx: JobContext, entry: JobEntry, pod: PodState) -> None:
-    ctx.out.append(  # ctx.emit, inlined
+    ctx.out.append(  # built by its keywords (`JobContext.emit`): one per pod killed
         o.DeletePod(job=entry.key, seq=ctx.seq, time=ctx.now, name=pod.name, uid=pod.uid, task=pod.task,
                     mark_out_of_sync=True, reason="kill")
     )

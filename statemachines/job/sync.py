@@ -102,9 +102,9 @@ def sync_job(ctx: JobContext, entry: JobEntry, handling: Handling, action: str) 
     if pg is not None and pg.pending is not pg.pending_said:  # (no tuples compared on the usual sync)
         record_podgroup_event(ctx, entry, pg)
     if pg is None or pg.phase in ("", "Pending"):
-        _sync_status(ctx, entry, status, handling, action)
+        _sync_status(ctx, entry, facts, status, handling, action)
     else:
-        _reconcile_pods(ctx, entry, status, pg, handling, action)
+        _reconcile_pods(ctx, entry, facts, status, pg, handling, action)
 
 
 def _prepare_pending(ctx: JobContext, entry: JobEntry, facts: SpecFacts, status: JobStatus, action: str) -> JobStatus:
@@ -147,8 +147,8 @@ def _book_plugins(ctx: JobContext, entry: JobEntry, facts: SpecFacts, status: Jo
         if status is entry.status:
             status = copy_status(status)
         bookkeep_plugins(status, facts.plugins, add=True)
-    if added:  # OnJobAdd runs on every Pending sync; it only creates what is missing
-        ctx.emit(o.PluginHook, entry, hook="OnJobAdd", plugins=facts.plugins)
+    if added:  # OnJobAdd runs on every Pending sync; it only creates what is missing (built by keywords: `JobContext.emit`)
+        ctx.out.append(o.PluginHook(job=entry.key, seq=ctx.seq, time=ctx.now, hook="OnJobAdd", plugins=facts.plugins))
     return status
 
 
@@ -164,7 +164,8 @@ def _prepare_started(ctx: JobContext, entry: JobEntry, facts: SpecFacts, status:
         ensure_podgroup(ctx, entry)
 
 
-def _sync_status(ctx: JobContext, entry: JobEntry, status: JobStatus, handling: Handling, action: str) -> None:
+def _sync_status(ctx: JobContext, entry: JobEntry, facts: SpecFacts, status: JobStatus, handling: Handling,
+                 action: str) -> None:
     """The PodGroup not scheduled yet: the phase's status function alone, written when it changes the status."""
     job = entry.job
     assert job is not None
@@ -173,7 +174,7 @@ def _sync_status(ctx: JobContext, entry: JobEntry, status: JobStatus, handling: 
         return  # the status function left this very status as it was last time
     baseline = status
     status = copy_status(status)
-    guard = status_function(entry, status, handling)
+    guard = status_function(entry, status, handling, facts)
     if status == baseline:
         if IDLE_MEMO and not handling.retry:
             entry.idle = SyncMemo(baseline, job.spec, handling)
@@ -182,8 +183,8 @@ def _sync_status(ctx: JobContext, entry: JobEntry, status: JobStatus, handling: 
     write_status(ctx, entry, status, action, guard)
 
 
-def _reconcile_pods(ctx: JobContext, entry: JobEntry, status: JobStatus, pg: PodGroupState, handling: Handling,
-                    action: str) -> None:
+def _reconcile_pods(ctx: JobContext, entry: JobEntry, facts: SpecFacts, status: JobStatus, pg: PodGroupState,
+                    handling: Handling, action: str) -> None:
     """Pod reconciliation (§6.1 step 8): the missing pods created, the surplus ones deleted, the
     status counted from the pods, and the phase's status function."""
     job = entry.job
@@ -213,7 +214,7 @@ def _reconcile_pods(ctx: JobContext, entry: JobEntry, status: JobStatus, pg: Pod
         terminating=terminating,
     )
     set_counts(new, survey.per_task)
-    guard = status_function(entry, new, handling)
+    guard = status_function(entry, new, handling, facts)
     settled = survey.exact and not survey.to_create  # the same pods again would find nothing to do
     if new == status:
         if settled and IDLE_MEMO:

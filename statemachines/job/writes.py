@@ -31,18 +31,16 @@ from statemachines.model.vocabulary import Phase
 _PENDING = Phase.PENDING.value
 
 
-def status_function(entry: JobEntry, status: JobStatus, handling: Handling) -> str | None:
+def status_function(entry: JobEntry, status: JobStatus, handling: Handling, facts: SpecFacts) -> str | None:
     """Apply the phase's status function to `status`; when it reports a transition, the guard
-    that decided it in words ("" for an unguarded trigger such as restart), else None."""
+    that decided it in words ("" for an unguarded trigger such as restart), else None. `facts`:
+    the job's `spec_facts`, which the caller (a sync or a kill) has already."""
     if handling.trigger is None:
         return None
     if handling.retry:
         status.retry_count += 1
     phase = status.state.phase
     source = phase if phase in HANDLERS else _PENDING
-    facts = entry.facts  # `spec_facts`, inlined: this runs on every sync and kill
-    if facts is None or facts.spec is not entry.job.spec:  # type: ignore[union-attr]
-        facts = spec_facts(entry)
     check = Check(facts.spec, status, facts.replicas)  # the spec's total replicas, summed once per spec
     dest, guards = fire_why(source, handling.trigger, check)
     if dest is None:
@@ -82,14 +80,14 @@ def write_status(ctx: JobContext, entry: JobEntry, status: JobStatus, action: st
         trail.append((status.state.phase, status.retry_count))
         if len(trail) > 64:
             del trail[:-64]
-    # ctx.emit, inlined: a pair of these for most pod records
+    # built by their keywords (`JobContext.emit`): a pair of these for most pod records
     out, key, seq, now = ctx.out, entry.key, ctx.seq, ctx.now
     meta = entry.job.metadata if entry.job is not None else None  # the vcjob it was computed from
     out.append(o.UpdateJobStatus(job=key, seq=seq, time=now, status=status, job_version=status.version,
                                  uid=meta.uid if meta else "", resource_version=meta.resource_version if meta else ""))
     out.append(o.StatusChanged(job=key, seq=seq, time=now, status=status))
     if status.state.phase != old_phase:
-        out.append(  # ctx.emit, inlined as well
+        out.append(  # (by keywords as well)
             o.PhaseChanged(
                 job=key,
                 seq=seq,

@@ -257,7 +257,8 @@ class QueueController:
             del entry.trail[0]
         name = entry.name
         host = self.host
-        # `emit`, inlined: the queue is synced on every PodGroup record, and most syncs write
+        # built by its keywords (`JobContext.emit`): the queue is synced on every PodGroup record, and most
+        # syncs write
         host.out.append(o.UpdateQueueStatus(
             job=entry.key,
             seq=host.seq,

@@ -33,7 +33,7 @@ def step_task(ctx: Any, entry: Any, task: str, trigger: str, pod: str = "") -> s
 
 def emit_move(ctx: Any, entry: Any, move: Move, pod: str = "") -> None:
     n = move.counts
-    ctx.out.append(  # `ctx.emit`, inlined: no keyword dict packed and unpacked again
+    ctx.out.append(  # built by its keywords (`JobContext.emit`): no keyword dict packed and unpacked again
         o.TaskPhaseChanged(
             job=entry.key,
             seq=ctx.seq,
