@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
+import sys
+from typing import Iterator
 
-from rich.console import Console
-from rich.table import Table
 from rich.text import Text
+
+from vcbus.cli.textcols import style, table, use_color, width_for
 
 PHASE_STYLE = {
     "Pending": "yellow",
@@ -148,52 +150,52 @@ def timeline_rows(job: dict, *, explain: bool, all_actions: bool) -> list[tuple[
 def print_report(
     report: dict, *, explain: bool, compare: bool, all_actions: bool, timeline: bool = True, note: str = ""
 ) -> None:
-    """The report for a person; `timeline=False` leaves the timelines out (a live replay printed them)."""
-    console = Console(highlight=False, soft_wrap=False)
-    if not console.is_terminal:
-        console.width = max(console.width, 160)  # piped to a file or a pager: do not wrap at 80
-    inp = report["input"]
-    console.print(
-        f"[bold]{inp['events']}[/] records read, {inp['ignored']} ignored, {inp['invalid']} invalid; "
-        f"{len(report['jobs'])} job(s){note}"
-    )
+    """The report for a person; `timeline=False` leaves the timelines out (a live replay printed them).
+
+    Written as plain aligned lines (`vcbus.cli.textcols`), ANSI styles only on a terminal: a large log's
+    report is thousands of rows, and laying them out as rich tables cost more than the replay itself."""
+    color, width = use_color(), width_for()
+    lines = [f"{style(str(report['input']['events']), 'bold', color)} records read, {report['input']['ignored']} "
+             f"ignored, {report['input']['invalid']} invalid; {len(report['jobs'])} job(s){note}"]
     for job in report["jobs"]:
-        console.print()
-        title = f"[bold]{job['namespace']}/{job['name']}[/]"
-        if job.get("adopted"):
-            ad = job["adopted"]
-            title += f"  (adopted at record {ad['seq']}: {ad['phase']}, retryCount {ad['retryCount']})"
-        if job.get("deleted"):
-            title += "  [dim](deleted)[/]"
-        console.print(Text.from_markup(title) if "[" not in job["name"] else Text(title))
-        if timeline:
-            table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-            table.add_column("seq", justify="right", style="dim")
-            table.add_column("time", style="dim")
-            table.add_column("what happened")
-            table.add_column("phase")
-            for seq, time, what, phase in timeline_rows(job, explain=explain, all_actions=all_actions):
-                table.add_row(str(seq), time, Text(what), phase)
-            console.print(table)
-        for t in job.get("pendingTimers", []):
-            console.print(f"  pending timer {t['timer']}: {t['action']} due {t['due']} ({t['policy']})")
-        status = job["status"] or {}
-        st = Table(show_header=False, box=None, pad_edge=False, title="final status", title_justify="left")
-        st.add_column("field", style="bold")
-        st.add_column("value")
-        state = status.get("state", {})
-        st.add_row("phase", _phase(state.get("phase", "")))
-        st.add_row("lastTransitionTime", str(state.get("lastTransitionTime", "")))
-        for field in STATUS_FIELDS:
-            if field in status:
-                st.add_row(field, str(status[field]))
-        for task, counts in sorted((status.get("taskStatusCount") or {}).items()):
-            st.add_row(f"task {task}", ", ".join(f"{k}={v}" for k, v in sorted(counts.get("phase", {}).items())))
-        console.print(st)
-        if compare:
-            n = len(job["divergences"])
-            known = sum(1 for d in job["divergences"] if d.get("known"))
-            why = f", {known} of them the known Volcano race (docs/fidelity.md)" if known else ""
-            console.print(
-                f"  [bold]{'no divergence' if n == 0 else f'{n} divergence(s)'}[/] from the recorded status{why}"
-            )
+        lines.append("")
+        lines.extend(job_lines(job, explain=explain, compare=compare, all_actions=all_actions, timeline=timeline,
+                               color=color, width=width))
+        if len(lines) > 4096:  # in pieces: a large report is not held twice
+            sys.stdout.write("\n".join(lines) + "\n")
+            lines = []
+    sys.stdout.write("\n".join(lines) + "\n" if lines else "")
+    sys.stdout.flush()
+
+
+def job_lines(job: dict, *, explain: bool, compare: bool, all_actions: bool, timeline: bool, color: bool,
+              width: int) -> Iterator[str]:
+    """One job's part of the report: its name, its timeline, its pending timers, its final status."""
+    title = style(f"{job['namespace']}/{job['name']}", "bold", color)
+    if job.get("adopted"):
+        ad = job["adopted"]
+        title += f"  (adopted at record {ad['seq']}: {ad['phase']}, retryCount {ad['retryCount']})"
+    if job.get("deleted"):
+        title += "  " + style("(deleted)", "dim", color)
+    yield title
+    if timeline:
+        rows = [(str(seq), time, what, phase)
+                for seq, time, what, phase in timeline_rows(job, explain=explain, all_actions=all_actions)]
+        yield from table(rows, header=("seq", "time", "what happened", "phase"), right=(0,), wrap_column=2,
+                         styles=("dim", "dim"), width=width, color=color)
+    for t in job.get("pendingTimers", []):
+        yield f"  pending timer {t['timer']}: {t['action']} due {t['due']} ({t['policy']})"
+    status = job["status"] or {}
+    state = status.get("state", {})
+    fields: list[tuple[str, str | Text]] = [("phase", _phase(state.get("phase", ""))),
+                                           ("lastTransitionTime", str(state.get("lastTransitionTime", "")))]
+    fields += [(field, str(status[field])) for field in STATUS_FIELDS if field in status]
+    fields += [(f"task {task}", ", ".join(f"{k}={v}" for k, v in sorted(counts.get("phase", {}).items())))
+               for task, counts in sorted((status.get("taskStatusCount") or {}).items())]
+    yield "final status"
+    yield from table(fields, styles=("bold",), width=width, color=color)
+    if compare:
+        n = len(job["divergences"])
+        known = sum(1 for d in job["divergences"] if d.get("known"))
+        why = f", {known} of them the known Volcano race (docs/fidelity.md)" if known else ""
+        yield f"  {style('no divergence' if n == 0 else f'{n} divergence(s)', 'bold', color)} from the recorded status{why}"
