@@ -404,6 +404,18 @@ class EnvTest:
         _terminate(self._apiserver, grace)
         self._apiserver = None
 
+    def kill_apiserver(self) -> None:
+        """SIGKILL, no grace: a crash (tests/test_faults_cluster.py); `start_apiserver` brings it back."""
+        if self._apiserver is not None and self._apiserver.poll() is None:
+            self._apiserver.kill()
+            self._apiserver.wait(30)
+        self._apiserver = None
+
+    def signal_etcd(self, sig: int) -> None:
+        """Send etcd a signal: SIGSTOP pauses it (requests to it hang, as on a stalled disk), SIGCONT resumes."""
+        assert self._etcd is not None and self._etcd.poll() is None, "etcd is not running"
+        self._etcd.send_signal(sig)
+
     @property
     def apiserver_running(self) -> bool:
         return self._apiserver is not None and self._apiserver.poll() is None
