@@ -218,7 +218,7 @@ def resume_command(name: str, namespace: str | None, fmt: str | None, kubeconfig
 @job.command("delete")
 @click.argument("name", metavar="NS/NAME")
 @click.option("-n", "--namespace", metavar="NS", help="The job's namespace when NAME has none.")
-@output_option(("json", "yaml", "name"), default_help="a line; json or yaml: the job as the API server deleted it; "
+@output_option(("json", "yaml", "name"), default_help="a line; json or yaml: the job as it was deleted; "
                "name: job.batch.volcano.sh/NAME, as kubectl delete -o name")
 @cluster_options
 def delete_command(name: str, namespace: str | None, fmt: str | None, kubeconfig: str | None,
@@ -226,8 +226,18 @@ def delete_command(name: str, namespace: str | None, fmt: str | None, kubeconfig
     """Delete a vcjob (vcctl job delete); its pods and PodGroup go with it (owner references)."""
     cluster = Cluster(kubeconfig, context)
     ns, job_name = parse_name(name, namespace, cluster.namespace, what="job")
-    deleted = cluster.request("DELETE", JOBS, verb="delete", namespace=ns, name=job_name)
-    if fmt is not None:  # the object the API server answered the DELETE with (deletionTimestamp set while it goes)
-        emit([deleted], fmt, single=True, rk=JOBS, table=lambda objs: [])
+    if fmt in ("json", "yaml"):  # the job as it was deleted: read, then deleted only if it is still that one
+        job = _get_job(cluster, name, namespace)
+        answer = cluster.request("DELETE", JOBS, verb="delete", namespace=ns, name=job_name,
+                                 body={"apiVersion": "v1", "kind": "DeleteOptions",
+                                       "preconditions": {"uid": job["metadata"]["uid"]}})
+        if isinstance(answer, dict) and answer.get("kind") == "Job":  # still there (finalizers): as it is now
+            answer.get("metadata", {}).pop("managedFields", None)
+            job = answer
+        emit([job], fmt, single=True, rk=JOBS, table=lambda objs: [])
+        return
+    cluster.request("DELETE", JOBS, verb="delete", namespace=ns, name=job_name)
+    if fmt == "name":  # as `kubectl delete -o name`
+        click.echo(f"job.batch.volcano.sh/{job_name}")
         return
     click.echo(f"job.batch.volcano.sh/{job_name} deleted from namespace {ns}")
