@@ -6,7 +6,7 @@ message saying how to get them, or fail if `VCBUS_REQUIRE_K8S=1` (CI).
 
 The yielded `tests.k8s_env.EnvTest` offers `.kubeconfig`, `.url`,
 `.api_client()`, `.stop_apiserver()` / `.start_apiserver()` (same etcd, same
-port), `.compact_etcd()`, `.etcd_revision()` and `.create_namespace()`.
+port), `.kill_apiserver()` (SIGKILL), `.signal_etcd(sig)`, `.compact_etcd()`, `.etcd_revision()` and `.create_namespace()`.
 `k8s_namespace` gives each test a fresh namespace (namespaces are never
 deleted: without kube-controller-manager they would stay Terminating).
 """
