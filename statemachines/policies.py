@@ -89,15 +89,26 @@ def resolve(
     job: Job, req: Request, *, version: int, explain: bool = False, memo: dict | None = None
 ) -> Resolution:
     """Volcano's applyPolicies for `req` against `job`'s spec; `version` is the job's status version.
+    `fixed_answer`, else `policy_answer`."""
+    return fixed_answer(req) or policy_answer(job, req, version=version, explain=explain, memo=memo)
+
+
+def fixed_answer(req: Request) -> Resolution | None:
+    """The answers that need no spec: a Command's (or timer's) action, or an internal event's one
+    shared, never-changed answer (most requests); None for the others."""
+    if req.action:
+        return Resolution(action=req.action, policy="command" if req.source == "command" else req.source)
+    return INTERNAL_ANSWERS.get(req.event)
+
+
+def policy_answer(
+    job: Job, req: Request, *, version: int, explain: bool = False, memo: dict | None = None
+) -> Resolution:
+    """applyPolicies' answer from the job's spec, for a request `fixed_answer` has none for.
 
     `memo`: a dict the caller keeps for this very spec object (and only it), in which the
     policy match is remembered per (event, task, exit code): the pods of a job ask the same
     questions over and over, and the answer depends on nothing else. Unused with `explain`."""
-    if req.action:
-        return Resolution(action=req.action, policy="command" if req.source == "command" else req.source)
-    internal = INTERNAL_ANSWERS.get(req.event)
-    if internal is not None:  # the most common case: one shared, never-changed answer per event
-        return internal
     if req.job_uid and req.job_uid != job.metadata.uid:
         return Resolution(action=_SYNC_JOB, reason=f"event from another job uid {req.job_uid}")
     if req.job_version < version:

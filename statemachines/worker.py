@@ -21,27 +21,20 @@ from statemachines import outputs as o
 from statemachines.cache import JobEntry
 from statemachines.cronjobs.controller import ACTION as CRONJOB_ACTION
 from statemachines.job.causes import policy_text
-from statemachines.job.handling import DEFAULT, Handling, PodOp
+from statemachines.job.handling import PodOp
 from statemachines.job.kill import Target, kill_job, kill_target
-from statemachines.job.machine import HANDLERS, handling
+from statemachines.job.machine import handling
 from statemachines.job.sync import SyncError, sync_job
 from statemachines.job.writes import spec_facts
-from statemachines.model.vocabulary import Action, Event, Phase
-from statemachines.policies import INTERNAL_ANSWERS, Request, resolve
+from statemachines.model.vocabulary import Action, Event
+from statemachines.policies import Request, fixed_answer, policy_answer
 from statemachines.timers.rules import Timer, cancels_on_execute
 from statemachines.timers.scheduling import rule_a, rule_b, schedule
 
 MAX_FOLLOWUPS = 16  # a phase change triggers one more pass; no chain in Volcano's graph is longer
 JOB_TARGETS: dict[str, str] = {Action.RESTART_TASK: "task", Action.RESTART_POD: "pod", Action.RESTART_PARTITION: "partition"}
-# The phase tables keyed by plain str (a StrEnum member is slow to hash and compare), and the
-# values this module compares on every request
-_TABLES = {phase: {str(action): h for action, h in table.items()} for phase, table in HANDLERS.items()}
-_PENDING = Phase.PENDING.value
-_PENDING_TABLE = _TABLES[_PENDING]
 _SYNC_JOB = Action.SYNC_JOB.value
-_SYNC_MEMBER = Action.SYNC_JOB  # what `resolve` answers (the member: see statemachines/policies.py)
-# each phase's handling of SyncJob, looked up without hashing the member
-_SYNC_ROWS = {phase: table.get(_SYNC_JOB) or table[DEFAULT] for phase, table in _TABLES.items()}
+_SYNC_MEMBER = Action.SYNC_JOB  # what `fixed_answer` answers most requests with (the member: statemachines/policies.py)
 _OUT_OF_SYNC = Event.OUT_OF_SYNC.value
 _SYNC, _KILL_JOB = PodOp.SYNC, PodOp.KILL_JOB
 
@@ -68,14 +61,8 @@ def process(engine: Any, entry: JobEntry, req: Request) -> None:
     status = entry.status
     if job is None or status is None:
         return
-    # `resolve`'s first answers, inlined: most requests are internal events, answered the same
-    # whatever the spec (and those need no spec facts)
-    res = None if req.action else INTERNAL_ANSWERS.get(req.event)
-    if res is None:
-        facts = entry.facts  # `spec_facts`, inlined
-        if facts is None or facts.spec is not job.spec:
-            facts = spec_facts(entry)
-        res = resolve(job, req, version=status.version, explain=engine.explain, memo=facts.resolutions)
+    res = fixed_answer(req) or policy_answer(
+        job, req, version=status.version, explain=engine.explain, memo=spec_facts(entry).resolutions)
     action = res.action
     policy = res.policy
     engine.executing = (req, res)
@@ -86,42 +73,24 @@ def process(engine: Any, entry: JobEntry, req: Request) -> None:
         delay=res.delay_text, phase=status.state.phase, reason=res.reason, explain=res.explain,
         policy_text="" if policy == "default" or policy[:1] not in ("j", "t") else policy_text(job, policy),
     ))
-    if action is _SYNC_MEMBER and res.delay == 0:  # the common case first: SyncJob at once, nothing to cancel
-        # `execute`'s lookup and `run`'s syncJob, inlined (a call less on most requests)
-        h = _SYNC_ROWS.get(status.state.phase) or _SYNC_ROWS[_PENDING]
-        if h.op is _SYNC:
-            try:
-                sync_job(engine, entry, h, action)
-            except SyncError as err:
-                sync_failed(engine, entry, action, err)
-        else:
-            run(engine, entry, h, action, None)
-        return
     if res.delay != 0:  # Volcano registers any non-zero delay; a negative one fires at once
         schedule(engine, entry, req, res)
         return
+    if action is _SYNC_MEMBER:  # as most requests resolve: no target, no ExecuteAction event, no timer to cancel
+        execute(engine, entry, action, None)
+        return
     if action != _SYNC_JOB:
         engine.emit(o.RecordEvent, entry, reason="ExecuteAction", message=f"Start to execute action {action} ")
-    kind = JOB_TARGETS.get(action)  # `target`, inlined
-    ok = execute(engine, entry, action, None if kind is None else Target(kind, req.task, req.pod, req.partition))
+    ok = execute(engine, entry, action, target(action, req.task, req.pod, req.partition))
     if ok and cancels_on_execute(action):  # only after a successful Execute
         rule_b(engine, entry, action, task=req.task, pod=req.pod, partition=req.partition)
 
 
 def execute(engine: Any, entry: JobEntry, action: str, target: Target | None) -> bool:
-    """Run `action` in the job's current phase (Volcano's state.Execute); False if it failed."""
+    """Run `action` in the job's current phase (Volcano's state.Execute): the pod work of its row
+    (syncJob, killJob or killTarget); False if the sync failed."""
     assert entry.status is not None
-    phase = entry.status.state.phase  # `handling`, inlined
-    if action is _SYNC_MEMBER:
-        h = _SYNC_ROWS.get(phase) or _SYNC_ROWS[_PENDING]
-    else:
-        table = _TABLES.get(phase) or _PENDING_TABLE
-        h = table.get(action) or table[DEFAULT]
-    return run(engine, entry, h, action, target)
-
-
-def run(engine: Any, entry: JobEntry, h: Handling, action: str, target: Target | None) -> bool:
-    """The pod work of `h` (syncJob, killJob or killTarget); False if the sync failed."""
+    h = handling(entry.status.state.phase, action)
     try:
         op = h.op
         if op is _SYNC:
@@ -189,7 +158,7 @@ def run_timer(engine: Any, timer: Timer) -> None:
 
 
 def target(action: str, task: str, pod: str, partition: str) -> Target | None:
-    kind = JOB_TARGETS.get(action)  # type: ignore[call-overload]
+    kind = JOB_TARGETS.get(action)
     if kind is None:
         return None
     return Target(kind=kind, task=task, pod=pod, partition=partition)

@@ -21,7 +21,7 @@ from statemachines.model.vocabulary import Event
 from statemachines.policies import Request
 from statemachines.task.handlers import step_task
 from statemachines.task.machine import POD_SUCCEEDED, POD_UPDATED, PODS_CHANGED
-from statemachines.worker import follow_up, process
+from statemachines.worker import handle
 
 _QUIET_TASK_PHASES = (None, "Pending", "Running")  # task phases in which retries_exhausted does not hold
 # The events as plain str: a StrEnum member is slow to look up, hash and compare (Python-level
@@ -96,9 +96,7 @@ def on_pod(engine: Any, rtype: str, pod: Pod) -> None:
                 exit_code = first_exit_code(pod)
     # positional arguments, in the order checked above (keywords are matched by name, field by
     # field: a few hundred instructions more on every pod record)
-    process(engine, entry, Request(event, exit_code, task, name, meta.uid, job_uid, partition, version, "", "pod"))
-    if entry.followup:  # `handle`, inlined: one call less on every pod record
-        follow_up(engine, entry)
+    handle(engine, entry, Request(event, exit_code, task, name, meta.uid, job_uid, partition, version, "", "pod"))
 
 
 def update_event(engine: Any, entry: JobEntry, pod: PodState, old_phase: str, counted: bool) -> str:

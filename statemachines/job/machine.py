@@ -21,7 +21,7 @@ from transitions import Machine, MachineError
 from statemachines.job import aborted, aborting, completing, finished, pending, restarting, running, terminating
 from statemachines.job.handling import DEFAULT, GUARDS, Check, Handling
 from statemachines.machinegraph import Guard, GuardModel, compile_graph
-from statemachines.model.vocabulary import Phase
+from statemachines.model.vocabulary import Action, Phase
 
 PHASE_MODULES = (pending, running, restarting, aborting, aborted, completing, terminating)
 
@@ -68,11 +68,21 @@ def build_machine(model: object = None, *, initial: str = Phase.PENDING.value, c
 MACHINE = build_machine()
 GRAPH = compile_graph(MACHINE, GUARDS)
 HANDLERS = handlers()
+# `handling` runs on every request. The tables keyed by plain str (a StrEnum member is slow to hash
+# and compare, vocabulary.py), and each phase's SyncJob row apart: `resolve` answers most requests
+# with the member itself, found here by identity, without hashing it
+_BY_TEXT = {phase: {str(action): h for action, h in table.items()} for phase, table in HANDLERS.items()}
+_PENDING_ROWS = _BY_TEXT[Phase.PENDING.value]
+_SYNC_MEMBER = Action.SYNC_JOB
+_SYNC_ROWS = {phase: table.get(Action.SYNC_JOB.value) or table[DEFAULT] for phase, table in _BY_TEXT.items()}
+_SYNC_PENDING = _SYNC_ROWS[Phase.PENDING.value]
 
 
 def handling(phase: str, action: str) -> Handling:
     """The row of `phase`'s table for `action` ("" and unknown phases use Pending's, as Volcano)."""
-    table = HANDLERS.get(phase) or HANDLERS[Phase.PENDING.value]
+    if action is _SYNC_MEMBER:
+        return _SYNC_ROWS.get(phase) or _SYNC_PENDING
+    table = _BY_TEXT.get(phase) or _PENDING_ROWS
     return table.get(action) or table[DEFAULT]
 
 

@@ -133,24 +133,19 @@ class TaskBook:
         self.epoch += 1
         counts = self.counts.get(pod.task)
         if counts is not None:
-            counts.add_values(pod.phase, pod.restarts, pod.deleting or pod.out_of_sync, -1)  # `add`, inlined
+            counts.add(pod, -1)
 
     def count(self, pod: CachedPod) -> None:
         """Put `pod`'s contribution in (after it entered the cache or changed)."""
         self.epoch += 1
-        counts = self.counts.get(pod.task)
-        if counts is None:
-            counts = self.counts[pod.task] = TaskCounts()
-        counts.add_values(pod.phase, pod.restarts, pod.deleting or pod.out_of_sync, 1)  # `add`, inlined
+        self.of(pod.task).add(pod, 1)
 
     def recount(self, pod: CachedPod, phase: str, restarts: int, flagged: bool) -> None:
         """`pod` changed in place from (phase, restarts, flagged): move its contribution."""
         self.epoch += 1
-        counts = self.counts.get(pod.task)  # `of`, inlined
-        if counts is None:
-            counts = self.counts[pod.task] = TaskCounts()
+        counts = self.of(pod.task)
         counts.add_values(phase, restarts, flagged, -1)
-        counts.add_values(pod.phase, pod.restarts, pod.deleting or pod.out_of_sync, 1)  # `add`, inlined
+        counts.add(pod, 1)
 
     def spec_of(self, spec: "object", task: str) -> "object":
         """`task`'s TaskSpec in the job spec `spec` (the first of that name), or None."""

@@ -23,8 +23,7 @@ def step_task(ctx: Any, entry: Any, task: str, trigger: str, pod: str = "") -> s
         return None  # no spec, no task phases (nor TaskCompleted/TaskFailed, as in Volcano's cache)
     book = entry.tasks
     job_spec = entry.job.spec
-    # `book.spec_of`, its hit inlined (it runs for most pod records)
-    spec = book.by_name.get(task) if book.spec is job_spec else book.spec_of(job_spec, task)
+    spec = book.spec_of(job_spec, task)
     event, move = step(book, task, spec, trigger)
     if move is not None:
         emit_move(ctx, entry, move, pod)
