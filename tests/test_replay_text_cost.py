@@ -99,3 +99,23 @@ def test_replay_on_a_terminal_is_in_colour_and_in_a_file_plain(tmp_path):
     os.close(main)
     assert proc.wait(timeout=120) == 0
     assert b"\x1b[35mRestarting\x1b[0m" in out and b"\x1b[1mdefault/resnet-dist-train\x1b[0m" in out
+
+
+def test_a_report_of_several_jobs_starts_with_a_line_per_job(tmp_path):
+    from tests.test_replay_html_index import three_jobs
+
+    log = three_jobs(tmp_path)  # the seed job in three namespaces, the one in default diverging
+    run = lambda *a: subprocess.run([sys.executable, "-m", "vcbus.cli.main", "replay", str(log), *a],  # noqa: E731
+                                    cwd=ROOT, capture_output=True, timeout=120)
+    jobs = __import__("json").loads(run("--json").stdout)["jobs"]
+    lines = run().stdout.decode().splitlines()
+    assert lines[1] == "" and lines[2].split() == ["job", "phase", "retryCount", "restarts", "divergences"]
+    summary = [line.split() for line in lines[3:3 + len(jobs)]]
+    assert summary == [[f"{j['namespace']}/{j['name']}", j["status"]["state"]["phase"], str(j["status"]["retryCount"]),
+                        str(sum(h["to"] == "Restarting" for h in j["history"])), str(len(j["divergences"]))]
+                       for j in jobs]
+    assert [s[-1] for s in summary] == [str(len(jobs[0]["divergences"])), "0", "0"] and jobs[0]["divergences"]
+    assert lines[3 + len(jobs)] == "" and lines[4 + len(jobs)] == "default/resnet-dist-train"
+    one = subprocess.run([sys.executable, "-m", "vcbus.cli.main", "replay", str(SEED)], cwd=ROOT, capture_output=True,
+                         timeout=120).stdout.decode().splitlines()
+    assert one[2] == "default/resnet-dist-train"  # one job: no summary

@@ -157,6 +157,10 @@ def print_report(
     color, width = use_color(), width_for()
     lines = [f"{style(str(report['input']['events']), 'bold', color)} records read, {report['input']['ignored']} "
              f"ignored, {report['input']['invalid']} invalid; {len(report['jobs'])} job(s){note}"]
+    if len(report["jobs"]) > 1:  # the jobs at a glance first: a large log's timelines run to thousands of lines
+        lines.append("")
+        lines.extend(table([summary_row(j) for j in report["jobs"]], width=width, color=color,
+                           header=("job", "phase", "retryCount", "restarts", "divergences")))
     for job in report["jobs"]:
         lines.append("")
         lines.extend(job_lines(job, explain=explain, compare=compare, all_actions=all_actions, timeline=timeline,
@@ -166,6 +170,17 @@ def print_report(
             lines = []
     sys.stdout.write("\n".join(lines) + "\n" if lines else "")
     sys.stdout.flush()
+
+
+def summary_row(job: dict) -> tuple[str, Text, str, str, str]:
+    """A job's line of the summary: its phase, retryCount, restarts and divergences (those Volcano's race explains
+    counted apart)."""
+    status = job["status"] or {}
+    known = sum(1 for d in job["divergences"] if d.get("known"))
+    divergences = str(len(job["divergences"]) - known) + (f" (+{known} known race)" if known else "")
+    return (f"{job['namespace']}/{job['name']}" + (" (deleted)" if job.get("deleted") else ""),
+            _phase((status.get("state") or {}).get("phase", "")), str(status.get("retryCount", 0)),
+            str(sum(1 for h in job["history"] if h["to"] == "Restarting")), divergences)
 
 
 def job_lines(job: dict, *, explain: bool, compare: bool, all_actions: bool, timeline: bool, color: bool,
