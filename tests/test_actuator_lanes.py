@@ -17,6 +17,14 @@ def kill(name: str, job: str = "ns/j") -> Item:
     return Item(o.DeletePod(job=job, seq=1, time=T, name=name, uid=f"u-{name}"), f"d:{name}", 0)
 
 
+def bind(name: str, job: str = "ns/j") -> Item:
+    return Item(o.BindPod(job=job, seq=1, time=T, name=name, uid=f"u-{name}", node="n1"), f"b:{name}", 0)
+
+
+def podgroup_update(job: str = "ns/j") -> Item:
+    return Item(o.UpdatePodGroup(job=job, seq=1, time=T, name="pg", min_member=2), "pgu", 0)
+
+
 def status(version: int, job: str = "ns/j", seq: int = 1) -> Item:
     return Item(o.UpdateJobStatus(job=job, seq=seq, time=T, status=JobStatus(version=version)), f"s:{version}", 0)
 
@@ -53,24 +61,46 @@ def test_a_jobs_pods_go_side_by_side_and_its_status_write_after_them_all():
     assert run(lanes, pods[1]) == [write]
 
 
-def test_a_kill_goes_before_the_re_create_of_that_pod_and_nothing_passes_a_job_wide_write():
+def test_a_kill_goes_before_the_re_create_of_that_pod_and_nothing_passes_a_job_wide_command():
     lanes = Lanes()
     old, again, other = kill("p0"), create("p0"), create("p1")
-    write = status(2)
+    update = podgroup_update()
     after = create("p2")
-    ready = admit_all(lanes, old, again, other, write, after)
+    ready = admit_all(lanes, old, again, other, update, after)
     assert ready == [old, other]  # the re-create of p0 waits for its kill; p1 goes now
     assert run(lanes, old) == [again]
     run(lanes, other)
-    assert write.state == WAITING and after.state == WAITING
-    assert run(lanes, again) == [write]
-    assert after.state == WAITING  # nothing after a job-wide write starts before it is over
-    assert run(lanes, write) == [after]
+    assert update.state == WAITING and after.state == WAITING
+    assert run(lanes, again) == [update]
+    assert after.state == WAITING  # nothing after a job-wide command starts before it is over
+    assert run(lanes, update) == [after]
+
+
+def test_a_status_write_waits_for_what_it_reports_and_nothing_waits_for_it():
+    lanes = Lanes()
+    created = [create(f"p{i}") for i in range(2)]
+    write = status(1)
+    later = [bind("p0"), bind("p1"), create("p2")]
+    ready = admit_all(lanes, *created, write, *later)
+    # the binds of p0 and p1 wait for their creates only; p2's create goes at once, past the write
+    assert ready == [*created, later[2]] and write.state == WAITING
+    assert run(lanes, created[0]) == [later[0]]
+    assert write.state == WAITING  # p1's create is not over
+    assert run(lanes, created[1]) == [write, later[1]]
+    assert lanes.start(write) and write.state == RUNNING
+    second = status(2)
+    assert admit_all(lanes, second) == []  # the next write of that status waits for the one under way
+    after = bind("p2")
+    assert admit_all(lanes, after) == []  # behind its own pod's create, not behind the writes
+    assert run(lanes, later[2]) == [after]
+    for item in (later[0], later[1], after):
+        run(lanes, item)
+    assert lanes.finish(write) == [second]
 
 
 def test_lanes_of_different_jobs_never_wait_for_each_other():
     lanes = Lanes()
-    a, b = status(1, job="ns/a"), status(1, job="ns/b")
+    a, b = podgroup_update(job="ns/a"), podgroup_update(job="ns/b")
     pod_a, pod_b = create("p", job="ns/a"), create("p", job="ns/b")
     assert admit_all(lanes, a, pod_a, b, pod_b) == [a, b]
     assert run(lanes, b) == [pod_b]
@@ -110,16 +140,17 @@ def test_a_ready_write_superseded_before_it_started_is_skipped():
     assert [i.state for i in ready] == [READY]
 
 
-def test_a_superseded_barrier_lets_the_pods_behind_it_go():
+def test_a_waiting_status_write_never_holds_up_the_pods_behind_it():
     lanes = Lanes()
     running = create("p0")
     admit_all(lanes, running)
     lanes.start(running)
     first, behind, last = status(1), create("p1"), status(2)
-    admit_all(lanes, first, behind)
-    assert behind.state == WAITING
+    assert admit_all(lanes, first, behind) == [behind]
     ready, gone = lanes.admit(last)
-    assert gone == [first] and ready == [behind]
+    assert gone == [first] and ready == []
+    assert lanes.finish(running) == []  # p1 is still before it
+    assert run(lanes, behind) == [last]
 
 
 def test_events_wait_for_nothing():

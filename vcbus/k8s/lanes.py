@@ -11,11 +11,19 @@ command's `job`, `<ns>/<vcjob>`, or `_/<queue>` for a queue):
   same pod and for the lane's earlier job-wide commands: a job's pods are
   created, bound and killed side by side, while a kill still goes before the
   re-create of that pod name;
-- a **job-wide command** (the vcjob's status, its PodGroup's create, update,
-  status and delete, PVCs, plugin hooks, bus Commands, the garbage
-  collector's delete, a queue's status) waits for every earlier command of
-  its lane, and every later one waits for it: a status write goes after the
-  writes it reports, the PodGroup exists before the pods that name it;
+- a **job-wide command** (its PodGroup's create, update and delete, PVCs,
+  plugin hooks, bus Commands, the garbage collector's delete) waits for every
+  earlier command of its lane, and every later one waits for it: the
+  PodGroup exists before the pods that name it, a job's services before its
+  pods;
+- a **status write** (the vcjob's status, its PodGroup's, a queue's) waits
+  for every earlier command of its lane, as a job-wide command does, so it
+  goes after the writes it reports; but nothing later waits for it. No
+  command depends on a status having been written (the actuator checks a
+  pod's job by its uid and version, never by its phase), and Volcano's
+  controller and scheduler create and bind while a status write is under
+  way; a job whose pods change one by one would otherwise have its creates
+  and binds cut into rounds, one per status write;
 - a **RecordEvent** waits for nothing and nothing waits for it (Kubernetes'
   event recorder, which Volcano uses, writes events asynchronously).
 
@@ -84,7 +92,8 @@ def replaces(later: Any, earlier: Any) -> bool:
 class Item:
     """One command in the actuator's hands: where it stands, and what to ack when it is done."""
 
-    __slots__ = ("cmd", "msg_id", "index", "lane", "pod", "state", "msgs", "stream_seq", "result", "done", "kept")
+    __slots__ = ("cmd", "msg_id", "index", "lane", "pod", "trails", "state", "msgs", "stream_seq", "result", "done",
+                 "kept")
 
     def __init__(self, cmd: Any, msg_id: str, index: int, stream_seq: int = 0) -> None:
         self.cmd = cmd
@@ -92,6 +101,7 @@ class Item:
         self.index = index
         self.lane = lane_of(cmd)
         self.pod = pod_of(cmd)
+        self.trails = cmd.__class__ in STATUS_WRITES  # waits for what it reports; nothing waits for it
         self.state = WAITING
         self.msgs: list[Any] = []  # the stored copies to ack once it is done (a redelivery adds one)
         self.stream_seq = stream_seq  # its VCBUS_CMDS sequence (0: offered ahead of its store)
@@ -101,7 +111,8 @@ class Item:
 
     @property
     def barrier(self) -> bool:
-        return self.lane is not None and self.pod is None
+        """Whether the commands after it in its lane wait for it (a job-wide command, not a status write)."""
+        return self.lane is not None and self.pod is None and not self.trails
 
     def __repr__(self) -> str:
         return f"Item({type(self.cmd).__name__} {self.cmd.job} {self.pod or ''} {self.msg_id} {self.state})"
@@ -165,10 +176,12 @@ class Lanes:
         ready: list[Item] = []
         pods: set[str] = set()
         for position, item in enumerate(lane):
-            if item.pod is None:  # job-wide: only once everything before it is over
+            if item.pod is None:  # job-wide or a status write: only once everything before it is over
                 if position == 0 and item.state == WAITING:
                     item.state = READY
                     ready.append(item)
+                if item.trails:
+                    continue  # what comes after a status write does not wait for it
                 break
             if item.state == WAITING and item.pod not in pods:
                 item.state = READY
