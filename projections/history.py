@@ -16,7 +16,8 @@ so the value equals what a fold that never forgot would write.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 from statemachines import outputs as o
 from statemachines.model.timefmt import ZERO_TIME, add
@@ -114,7 +115,7 @@ class HistoryView:
             getattr(h, field).append(event)
         return True
 
-    def apply_all(self, events: Iterable[o.Output]) -> "HistoryView":
+    def apply_all(self, events: Iterable[o.Output]) -> HistoryView:
         for e in events:
             self.apply(e)
         return self

@@ -26,7 +26,8 @@ give the same state.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 from statemachines import outputs as out
 from statemachines.model import timefmt

@@ -25,7 +25,7 @@ replay report and the history bucket carry it as the job's `tasks`.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import msgspec
 
@@ -75,7 +75,7 @@ class StatusView:
                 self.poisoned.pop(event.job, None)
         return True
 
-    def apply_all(self, events: Iterable[o.Output]) -> "StatusView":
+    def apply_all(self, events: Iterable[o.Output]) -> StatusView:
         for e in events:
             self.apply(e)
         return self

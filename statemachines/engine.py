@@ -30,7 +30,8 @@ records beside it.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from statemachines import outputs as o
 from statemachines.admission.bounds import DEFAULT_MAX_PODS

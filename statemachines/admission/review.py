@@ -32,7 +32,8 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 from statemachines.admission.bounds import DEFAULT_MAX_PODS, object_problems
 from statemachines.admission.cronjobs import validate_cronjob

@@ -63,5 +63,5 @@ def semantic_equal(left: Any, right: Any) -> bool:
                 return False
         return True
     if isinstance(left, list) and isinstance(right, list):
-        return len(left) == len(right) and all(semantic_equal(a, b) for a, b in zip(left, right))
+        return len(left) == len(right) and all(semantic_equal(a, b) for a, b in zip(left, right, strict=True))
     return bool(left == right)

@@ -299,10 +299,7 @@ class CronJobController:
                 self.run(e, job.metadata.name, None, FINISHED[phase], f"its vcjob is {phase}")
             if phase == "Completed":
                 finish = job.status.state.last_transition_time if job.status is not None else None
-                if status["last_successful"] is None:
-                    status["last_successful"] = finish
-                    changed = True
-                elif finish and parse(finish) > parse(status["last_successful"]):
+                if status["last_successful"] is None or finish and parse(finish) > parse(status["last_successful"]):
                     status["last_successful"] = finish
                     changed = True
                 succeeded.append(job)

@@ -27,7 +27,7 @@ As for the job and queue machines, the `transitions.Machine` is the source of tr
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from msgspec import Struct
 from transitions import Machine, MachineError
@@ -144,7 +144,10 @@ def fire_run(state: str, trigger: str) -> str:
     return options[0][0]
 
 
-def fire_with_transitions(which: str, state: str, trigger: str, check: Check = Check()) -> str:
+_FOUND_NOTHING = Check()  # (frozen: one shared default)
+
+
+def fire_with_transitions(which: str, state: str, trigger: str, check: Check = _FOUND_NOTHING) -> str:
     """`fire_cronjob` / `fire_run` through `transitions` itself (slow; for checking them)."""
     model = GuardModel(CRONJOB_GUARDS, check)
     machine = build_machine(which, model, initial=state)

@@ -28,11 +28,10 @@ def on_job(engine: Any, rtype: str, job: Job, raw: bytes | None) -> None:
     meta = job.metadata
     key = job_key(meta.namespace, meta.name)
     entry = engine.jobs.get(key)
-    if rtype != "DELETED":
-        # before any change: the record is set aside whole. A spec the entry already holds
-        # (the same object: replay decodes a job's unchanged spec once) passed this check.
-        if entry is None or entry.job is None or entry.job.spec is not job.spec:
-            check_job_spec(job.spec, engine.max_pods)
+    # before any change: the record is set aside whole. A spec the entry already holds
+    # (the same object: replay decodes a job's unchanged spec once) passed this check.
+    if rtype != "DELETED" and (entry is None or entry.job is None or entry.job.spec is not job.spec):
+        check_job_spec(job.spec, engine.max_pods)
     if entry is None:
         entry = engine.entry(meta.namespace, meta.name)
     if rtype == "DELETED":

@@ -13,7 +13,7 @@ the pod operation has just computed.
 from __future__ import annotations
 
 import enum
-from typing import Callable
+from collections.abc import Callable
 
 from msgspec import Struct
 

@@ -12,7 +12,7 @@ switches to it: below, a frozenset's membership test is faster.
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 LAZY_FROM = 1024
 """Tasks with at least this many replicas get a `PodNames` rather than a list and a set."""

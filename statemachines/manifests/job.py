@@ -63,7 +63,7 @@ def volume_claims(job: dict[str, Any]) -> list[dict[str, Any]]:
     """The PVCs the controller creates: one per volume with a `volumeClaim` spec."""
     meta = job.get("metadata") or {}
     claims = []
-    for volume, name in zip((job.get("spec") or {}).get("volumes") or [], claim_names(job)):
+    for volume, name in zip((job.get("spec") or {}).get("volumes") or [], claim_names(job), strict=True):
         if volume.get("volumeClaim") is None:
             continue
         claims.append(

@@ -18,7 +18,8 @@ only `statemachines` classes; the hook itself is re-attached by name.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import msgspec
 
@@ -30,7 +31,7 @@ class LazyPod:
 
     __slots__ = ("renderer", "raw", "task", "index", "status", "forwarding")
 
-    def __init__(self, renderer: "LazyRenderer", raw: bytes, task: str, index: int, status: JobStatus,
+    def __init__(self, renderer: LazyRenderer, raw: bytes, task: str, index: int, status: JobStatus,
                  forwarding: bool) -> None:
         self.renderer = renderer
         self.raw = raw

@@ -88,7 +88,7 @@ def _job_volumes(pod: dict[str, Any], job: dict[str, Any]) -> None:
     volumes = (job.get("spec") or {}).get("volumes") or []
     meta = job.get("metadata") or {}
     uid, job_name, name_of_pod = meta.get("uid", ""), meta.get("name", ""), pod["metadata"]["name"]
-    for volume, claim in zip(volumes, claim_names(job)):
+    for volume, claim in zip(volumes, claim_names(job), strict=True):
         if claim in seen:
             continue
         seen.add(claim)

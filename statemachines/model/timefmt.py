@@ -13,7 +13,7 @@ import datetime as _dt
 
 from statemachines.model.durations import duration_seconds
 
-_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 ZERO_TIME = "1970-01-01T00:00:00Z"
 
 
@@ -27,7 +27,7 @@ def parse(ts: str) -> int:
         return seconds
     t = _dt.datetime.fromisoformat(ts.replace("Z", "+00:00") if ts.endswith("Z") else ts)
     if t.tzinfo is None:
-        t = t.replace(tzinfo=_dt.timezone.utc)
+        t = t.replace(tzinfo=_dt.UTC)
     seconds = int((t - _EPOCH).total_seconds() // 1)
     if len(_parsed) >= 65536:
         _parsed.clear()

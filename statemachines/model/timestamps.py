@@ -223,7 +223,7 @@ def checked(when: str | None, obj: KnownObject) -> tuple[str | None, KnownObject
             e if ok(f"metadata.managedFields[{i}].time", e.time) else replace(e, time=None)
             for i, e in enumerate(meta.managed_fields)
         ]
-        if any(a is not b for a, b in zip(entries, meta.managed_fields)):
+        if any(a is not b for a, b in zip(entries, meta.managed_fields, strict=True)):
             fixed_meta = replace(fixed_meta, managed_fields=entries)
     if fixed_meta is not meta:
         obj = replace(obj, metadata=fixed_meta)
@@ -245,7 +245,7 @@ def _checked_pod(pod: Pod, ok) -> Pod:
             else replace(c, last_transition_time=None)
             for i, c in enumerate(conds)
         ]
-        if any(a is not b for a, b in zip(new, conds)):
+        if any(a is not b for a, b in zip(new, conds, strict=True)):
             status = replace(status, conditions=new)
     for field in ("container_statuses", "init_container_statuses"):
         statuses = getattr(status, field)
@@ -253,7 +253,7 @@ def _checked_pod(pod: Pod, ok) -> Pod:
             continue
         json_name = "containerStatuses" if field == "container_statuses" else "initContainerStatuses"
         new_cs = [_checked_container(f"status.{json_name}[{i}]", cs, ok) for i, cs in enumerate(statuses)]
-        if any(a is not b for a, b in zip(new_cs, statuses)):
+        if any(a is not b for a, b in zip(new_cs, statuses, strict=True)):
             status = replace(status, **{field: new_cs})
     return pod if status is pod.status else replace(pod, status=status)
 

@@ -265,7 +265,7 @@ class QueueController:
             time=host.now,
             queue=name,
             state=state,
-            counts=dict(zip(COUNT_FIELDS, new_counts)) if counts is not None else None,
+            counts=dict(zip(COUNT_FIELDS, new_counts, strict=True)) if counts is not None else None,
             uid=entry.uid,
             resource_version=entry.resource_version,
         ))

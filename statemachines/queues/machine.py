@@ -26,7 +26,7 @@ ways and checks they agree.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from msgspec import Struct
 from transitions import Machine, MachineError

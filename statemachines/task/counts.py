@@ -66,7 +66,7 @@ class TaskCounts:
         if flagged:
             self.flagged += sign
 
-    def by_phase(self, pods: "object") -> dict[str, int]:
+    def by_phase(self, pods: object) -> dict[str, int]:
         """syncJob's per-task counter: the non-zero phases, keyed in the order the task's pods
         (`pods`, the cache's dict of them) first show each phase, as a walk over them would."""
         n = self.pods
@@ -106,7 +106,7 @@ class TaskCounts:
         )
 
 
-def counts_of(pods: "object") -> TaskCounts:
+def counts_of(pods: object) -> TaskCounts:
     """The counts of an iterable of cached pods, from scratch (tests check the book against it)."""
     counts = TaskCounts()
     for pod in pods:  # type: ignore[attr-defined]
@@ -147,7 +147,7 @@ class TaskBook:
         counts.add_values(phase, restarts, flagged, -1)
         counts.add(pod, 1)
 
-    def spec_of(self, spec: "object", task: str) -> "object":
+    def spec_of(self, spec: object, task: str) -> object:
         """`task`'s TaskSpec in the job spec `spec` (the first of that name), or None."""
         if self.spec is not spec:
             by_name: dict = {}

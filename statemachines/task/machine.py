@@ -27,7 +27,7 @@ and compiled into `GRAPH[(phase, trigger)] -> [(dest, guards, event)]`;
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from transitions import Machine, MachineError
 

@@ -21,7 +21,7 @@ Guards are pure predicates over a `TaskCheck`.
 from __future__ import annotations
 
 import enum
-from typing import Callable
+from collections.abc import Callable
 
 
 class TaskPhase(enum.StrEnum):
@@ -36,7 +36,7 @@ class TaskCheck:
 
     __slots__ = ("replicas", "min_available", "max_retry", "counts")
 
-    def __init__(self, replicas: int, min_available: int | None, max_retry: int, counts: "object") -> None:
+    def __init__(self, replicas: int, min_available: int | None, max_retry: int, counts: object) -> None:
         self.replicas = replicas
         self.min_available = min_available  # None: not set (then the replicas)
         self.max_retry = max_retry  # as in the spec: 0 means 3, -1 means no limit

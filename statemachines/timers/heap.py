@@ -10,7 +10,7 @@ the timers that can still fire, by id (a TIMER record names one).
 from __future__ import annotations
 
 import heapq
-from typing import Iterator
+from collections.abc import Iterator
 
 from statemachines.timers.rules import Timer
 
