@@ -34,6 +34,7 @@ from kubernetes.client.rest import ApiException
 from statemachines import outputs as o
 from statemachines.admission.mutate import mutate_job
 from statemachines.manifests.renderer import Renderer
+from statemachines.model.cronjob import CronJobStatus, ObjectReference
 from statemachines.model.status import initial_status
 from tests import k8s_env
 from tests.test_actuator_workload_podgroups import decided, live, pod_manifest
@@ -310,6 +311,20 @@ def _wait_for_rules(api: client.ApiClient, rules: list[dict], timeout: float = 1
         time.sleep(0.1)
 
 
+def _refused_by_policy(create, message: str, timeout: float = 30.0) -> None:
+    """`create(name)` is refused by a ValidatingAdmissionPolicy (422 with `message`). The policy reaches
+    the admission chain through an informer, so the first tries may pass: each tries a new name."""
+    deadline = time.monotonic() + timeout
+    for attempt in range(10_000):
+        try:
+            create(f"x-{attempt}")
+        except ApiException as err:
+            assert err.status == 422 and message in err.body, err
+            return
+        assert time.monotonic() < deadline, "the admission policy never refused it"
+        time.sleep(0.2)
+
+
 def _forbidden(fn, *args, **kw) -> ApiException:
     with pytest.raises(ApiException) as exc:
         fn(*args, **kw)
@@ -373,9 +388,17 @@ def _one_of_each(admin: client.ApiClient, ns: str) -> None:
         "replicas": 0, "serviceName": "watched", "selector": selector, "template": template}})
     apps.create_namespaced_daemon_set(ns, {"metadata": {"name": "watched"}, "spec": {
         "selector": selector, "template": template}})
+    custom.create_namespaced_custom_object(JOB_GROUP, JOB_VERSION, ns, CRONJOBS, _cronjob("watched", job))
 
 
 _CLUSTER_SCOPED: list[tuple[str, str]] = []  # (kind, name) made here, deleted after the module
+CRONJOBS = "cronjobs"
+
+
+def _cronjob(name: str, job: dict) -> dict:
+    """A suspended CronJob whose runs would be `job` (a vcjob as the API server returned it)."""
+    return {"apiVersion": f"{JOB_GROUP}/{JOB_VERSION}", "kind": "CronJob", "metadata": {"name": name},
+            "spec": {"schedule": "0 0 1 1 *", "suspend": True, "jobTemplate": {"spec": job["spec"]}}}
 
 
 def _node(core: client.CoreV1Api, name: str) -> str:
@@ -538,6 +561,29 @@ def test_the_actuator_applies_every_command_type_as_the_service_account(k8s, dep
             {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "scaled", "uid": rs.metadata.uid}]},
         "spec": {"minMember": 1}})
     apply(o.DeleteWorkloadPodGroup(job=f"{ns}/{scaled_pg}", seq=21, name=scaled_pg, owner_uid=rs.metadata.uid))
+    # The cronjob controller: a run made as the CronJob's, the status written (the run active, then not),
+    # an Event on the CronJob, the run deleted.
+    cj = custom.create_namespaced_custom_object(JOB_GROUP, JOB_VERSION, ns, CRONJOBS, _cronjob("nightly", job))
+    cj_key, cj_uid, run = f"{ns}/nightly", cj["metadata"]["uid"], "nightly-29453760"
+    apply(o.CreateCronJobRun(job=cj_key, seq=22, name=run, cronjob="nightly", cronjob_uid=cj_uid, labels={"a": "b"},
+                             annotations={"volcano.sh/cronjob-scheduled-timestamp": "2026-01-01T00:00:00Z"},
+                             spec=job["spec"]))
+    made_run = custom.get_namespaced_custom_object(JOB_GROUP, JOB_VERSION, ns, JOB_PLURAL, run)
+    assert [(r["kind"], r["uid"], r["controller"]) for r in made_run["metadata"]["ownerReferences"]] == [
+        ("CronJob", cj_uid, True)]
+    run_uid = made_run["metadata"]["uid"]
+    ref = ObjectReference(kind="Job", namespace=ns, name=run, uid=run_uid, api_version=f"{JOB_GROUP}/{JOB_VERSION}")
+    apply(o.UpdateCronJobStatus(job=cj_key, seq=23, name="nightly", uid=cj_uid, status=CronJobStatus(
+        active=[ref], last_schedule_time="2026-01-01T00:00:00Z")))
+    assert custom.get_namespaced_custom_object(JOB_GROUP, JOB_VERSION, ns, CRONJOBS, "nightly")["status"] == {
+        "active": [msgspec.to_builtins(ref)], "lastScheduleTime": "2026-01-01T00:00:00Z"}
+    apply(o.RecordEvent(job=cj_key, seq=24, reason="SuccessfulCreate", message=f"Created job {run}", kind="CronJob",
+                        name="nightly", api_version=f"{JOB_GROUP}/{JOB_VERSION}", component="vc-controller-manager"))
+    apply(o.DeleteCronJobRun(job=cj_key, seq=25, name=run, uid=run_uid))
+    apply(o.UpdateCronJobStatus(job=cj_key, seq=26, name="nightly", uid=cj_uid, status=CronJobStatus(
+        last_schedule_time="2026-01-01T00:00:00Z")))
+    assert custom.get_namespaced_custom_object(JOB_GROUP, JOB_VERSION, ns, CRONJOBS, "nightly")["status"] == {
+        "lastScheduleTime": "2026-01-01T00:00:00Z"}
     # The garbage collector.
     apply(o.DeleteJob(job=key, seq=22, uid=uid))
 
@@ -551,14 +597,23 @@ def test_the_role_refuses_what_the_controller_never_does(k8s, deployed):
     admin, sa, _ = deployed
     ns = k8s.create_namespace(f"deploy-deny-{uuid.uuid4().hex[:6]}")
     custom, core = client.CustomObjectsApi(admin), client.CoreV1Api(admin)
-    _seed_job(custom, ns)
+    job = _seed_job(custom, ns)
     core.create_namespaced_secret(ns, {"metadata": {"name": "someone-elses"}, "stringData": {"password": "x"}})
     as_sa, core_sa = client.CustomObjectsApi(sa), client.CoreV1Api(sa)
-    # vcjobs belong to their users: no create, update or spec patch (delete: the GC's, ttlSecondsAfterFinished).
+    # vcjobs belong to their users: no update or spec patch (delete: the GC's, ttlSecondsAfterFinished;
+    # create: a CronJob's runs only, the admission policy vcbus-cronjob-runs).
     _forbidden(as_sa.patch_namespaced_custom_object, JOB_GROUP, JOB_VERSION, ns, JOB_PLURAL, "resnet-dist-train",
                {"spec": {"minAvailable": 1}})
-    _forbidden(as_sa.create_namespaced_custom_object, JOB_GROUP, JOB_VERSION, ns, JOB_PLURAL,
-               {"apiVersion": f"{JOB_GROUP}/{JOB_VERSION}", "kind": "Job", "metadata": {"name": "x"}})
+    _refused_by_policy(lambda name: as_sa.create_namespaced_custom_object(
+        JOB_GROUP, JOB_VERSION, ns, JOB_PLURAL, {"apiVersion": f"{JOB_GROUP}/{JOB_VERSION}", "kind": "Job",
+                                                 "metadata": {"name": name}, "spec": job["spec"]}),
+        "vcbus creates vcjobs only as a CronJob's runs")
+    # CronJobs belong to their users too: read and their status written, never created, changed or deleted.
+    custom.create_namespaced_custom_object(JOB_GROUP, JOB_VERSION, ns, CRONJOBS, _cronjob("theirs", job))
+    _forbidden(as_sa.create_namespaced_custom_object, JOB_GROUP, JOB_VERSION, ns, CRONJOBS, _cronjob("x", job))
+    _forbidden(as_sa.patch_namespaced_custom_object, JOB_GROUP, JOB_VERSION, ns, CRONJOBS, "theirs",
+               {"spec": {"suspend": False}})
+    _forbidden(as_sa.delete_namespaced_custom_object, JOB_GROUP, JOB_VERSION, ns, CRONJOBS, "theirs")
     # Secrets are written (the ssh plugin), never read: not one, not a list, not anywhere.
     _forbidden(core_sa.read_namespaced_secret, "someone-elses", ns)
     _forbidden(core_sa.list_namespaced_secret, ns)
@@ -624,6 +679,8 @@ def test_the_observe_only_role_lets_the_bridge_watch_and_nothing_else(k8s, deplo
         o.CreatePod(job=key, seq=1, name="resnet-dist-train-master-0", task="master", index=0, pod=pod),
         o.RecordEvent(job=key, seq=2, reason="ExecuteAction", message="m"),
         o.UpdateJobStatus(job=key, seq=3, status=initial_status(3, "2026-11-30T08:00:00Z")),
+        o.CreateCronJobRun(job=f"{ns}/watched", seq=4, name="watched-1", cronjob="watched", cronjob_uid="u"),
+        o.UpdateCronJobStatus(job=f"{ns}/watched", seq=5, name="watched", uid="u", status=CronJobStatus()),
     ):
         _forbidden(act.apply, cmd)  # the actuator's first call, `get` of the vcjob, is already refused
 
@@ -780,6 +837,7 @@ def strict_apiserver(k8s, tmp_path):
 
 
 JOBS_FINALIZERS = {"apiGroups": ["batch.volcano.sh"], "resources": ["jobs/finalizers"], "verbs": ["update"]}
+CRONJOBS_FINALIZERS = {"apiGroups": ["batch.volcano.sh"], "resources": ["cronjobs/finalizers"], "verbs": ["update"]}
 
 
 def _with_and_without(deployed, strict_apiserver, left_out: list[dict], name: str):
@@ -821,6 +879,21 @@ def test_owner_references_with_block_owner_deletion_need_jobs_finalizers(k8s, de
     assert act.apply(hook) == "applied"
 
 
+def test_a_cronjobs_runs_need_cronjobs_finalizers(k8s, deployed, strict_apiserver):
+    """A run's ownerReference to its CronJob has blockOwnerDeletion (Volcano's NewControllerRef): with
+    OwnerReferencesPermissionEnforcement, creating it needs `update` on cronjobs/finalizers."""
+    sa, lacking = _with_and_without(deployed, strict_apiserver, [CRONJOBS_FINALIZERS], "vcbus-no-cj-finalizers")
+    ns = k8s.create_namespace(f"deploy-cj-{uuid.uuid4().hex[:6]}")
+    custom = client.CustomObjectsApi(strict_apiserver())
+    job = _seed_job(custom, ns)
+    cj = custom.create_namespaced_custom_object(JOB_GROUP, JOB_VERSION, ns, CRONJOBS, _cronjob("nightly", job))
+    run = o.CreateCronJobRun(job=f"{ns}/nightly", seq=1, name="nightly-29453760", cronjob="nightly",
+                             cronjob_uid=cj["metadata"]["uid"], spec=job["spec"])
+    err = _forbidden(Actuator(lacking).apply, run)
+    assert "cannot set blockOwnerDeletion" in err.body
+    assert Actuator(sa).apply(run) == "applied"
+
+
 # The owners a pod of Volcano's scheduler may have, with blockOwnerDeletion (their controllers set it).
 WORKLOADS = [
     ("ReplicaSet", lambda api, ns, body: client.AppsV1Api(api).create_namespaced_replica_set(ns, body)),
@@ -835,7 +908,7 @@ def test_podgroups_of_workload_pods_need_their_owners_finalizers(k8s, deployed, 
     blockOwnerDeletion: with OwnerReferencesPermissionEnforcement each owner kind needs its finalizers.
     No controller-manager runs: each owner's pod is made here with the reference its controller sets."""
     rules = obj(deployed[2], "ClusterRole", "vcbus-controller")["rules"]
-    owners_finalizers = [r for r in rules if r != JOBS_FINALIZERS
+    owners_finalizers = [r for r in rules if r not in (JOBS_FINALIZERS, CRONJOBS_FINALIZERS)
                          and any(res.endswith("/finalizers") for res in r["resources"])]
     assert len(owners_finalizers) == 3, owners_finalizers
     sa, lacking = _with_and_without(deployed, strict_apiserver, owners_finalizers, "vcbus-no-owner-finalizers")

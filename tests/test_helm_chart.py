@@ -118,6 +118,9 @@ def test_what_the_chart_shares_with_the_kustomize_base_is_the_bases(helm, tmp_pa
     ours_vap, base_vap = obj(chart, "ValidatingAdmissionPolicy", "vcbus-secrets"), obj(base, "ValidatingAdmissionPolicy",
                                                                                        "vcbus-secrets")
     assert ours_vap["spec"] == base_vap["spec"]
+    # vcjobs only as CronJob runs: the same policy too.
+    assert obj(chart, "ValidatingAdmissionPolicy", "vcbus-cronjob-runs")["spec"] == obj(
+        base, "ValidatingAdmissionPolicy", "vcbus-cronjob-runs")["spec"]
     assert "ValidatingAdmissionPolicy" not in {d["kind"] for d in observing}
     # The NATS cluster: the same configuration (routes, TLS, users and their permissions) and server.
     assert obj(chart, "ConfigMap", "nats-config")["data"] == obj(base, "ConfigMap", "nats-config")["data"], (

@@ -57,6 +57,8 @@ def webhook(k8s, k8s_namespace, tmp_path):
     validating = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
                   "metadata": {"name": f"vcbus-test-{token}"},
                   "webhooks": [hook("validatejob.volcano.sh", "/jobs/validate", jobs, ["CREATE", "UPDATE"], namespaceSelector=namespace_only),
+                               hook("validatecronjob.volcano.sh", "/cronjobs/validate", (GROUP, VERSION, "cronjobs"),
+                                    ["CREATE", "UPDATE"], namespaceSelector=namespace_only),
                                hook("validatequeue.volcano.sh", "/queues/validate", queues, ["CREATE", "UPDATE", "DELETE"],
                                     objectSelector=labelled)]}
     admission.create_mutating_webhook_configuration(mutating)
@@ -183,6 +185,40 @@ def test_queue_with_children_cannot_be_deleted(webhook):
 
 def message(err):
     return json.loads(err.body)["message"]
+
+
+def test_a_cronjob_is_admitted_or_denied_as_volcanos_webhook_does(webhook):
+    """validatecronjob.volcano.sh through the API server: a zone vcbus cannot load is denied on CREATE,
+    a TZ in the schedule on UPDATE; a valid CronJob with a time zone is admitted."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    custom, ns = client.CustomObjectsApi(webhook["api"]), webhook["namespace"]
+
+    def cronjob(name, **spec):
+        return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "CronJob", "metadata": {"name": name},
+                "spec": {"schedule": "*/5 * * * *", "jobTemplate": {"spec": {"tasks": [{"name": "t", "replicas": 1}]}},
+                         **spec}}
+
+    deadline = time.monotonic() + 30  # the API server picks webhook configurations up asynchronously
+    while True:
+        name = f"bad-{uuid.uuid4().hex[:5]}"
+        try:
+            custom.create_namespaced_custom_object(GROUP, VERSION, ns, "cronjobs", cronjob(name, timeZone="Mars/Olympus"))
+        except ApiException as err:
+            assert message(err) == ('admission webhook "validatecronjob.volcano.sh" denied the request: '
+                                    "invalid timeZone"), err.body
+            break
+        custom.delete_namespaced_custom_object(GROUP, VERSION, ns, "cronjobs", name)
+        assert time.monotonic() < deadline, "the API server never called the vcbus CronJob webhook"
+        time.sleep(0.3)
+    custom.create_namespaced_custom_object(GROUP, VERSION, ns, "cronjobs", cronjob("tokyo", timeZone="Asia/Tokyo"))
+    with pytest.raises(ApiException) as caught:
+        custom.patch_namespaced_custom_object(GROUP, VERSION, ns, "cronjobs", "tokyo",
+                                              {"spec": {"schedule": "TZ=UTC */5 * * * *"}})
+    assert message(caught.value) == ('admission webhook "validatecronjob.volcano.sh" denied the request: '
+                                     "schedule should not contain TZ or CRON_TZ, TZ should only be set in the "
+                                     "timeZone field")
 
 
 def _kubectl_create(k8s, namespace, job, tmp_path):

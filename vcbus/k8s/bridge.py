@@ -17,6 +17,12 @@ podgroup controller reads, statemachines/podgroups/) are published when their po
 for one of `scheduler_names` (`owner_wanted`), and pods are held back until the owners' first
 lists are in the stream, so that a pod listed at start-up comes after its owner.
 
+Volcano's CronJobs (`batch.volcano.sh/v1alpha1`, statemachines/cronjobs/) are published with one
+more field, `zones`: the time zones each names, read here from the tz database
+(vcbus/cronjobs/zonedata.py), since the domain reads none. A cluster without their CRD (an older
+Volcano's CRDs) is told so once and looked at again every `INSTALL_POLL` seconds; until then
+CronJobs count as listed, so vcjobs are not held back by them.
+
 Pods: every pod is watched, and a pod is published when either reader needs
 it, the filter Volcano's own informers use: the job controller reads the pods
 of vcjobs (label `volcano.sh/job-name`), the scheduler reads the pods it is
@@ -74,10 +80,11 @@ from nats.js.errors import KeyNotFoundError
 from statemachines.model import timefmt
 from statemachines.model.records import decode
 from vcbus.bus.publisher import Publisher, prepare
+from vcbus.cronjobs.zonedata import cronjob_zones
 from vcbus.k8s import positions
 from vcbus.k8s.apierrors import PermissionDenied, denied, permission_denied
 from vcbus.k8s.redaction import redact_job
-from vcbus.k8s.watching import ResourceWatcher, resource_kind
+from vcbus.k8s.watching import KubeApiError, ResourceWatcher, api_request, resource_kind
 
 log = logging.getLogger("vcbus.bridge")
 
@@ -85,6 +92,9 @@ OWNERS = ("replicasets", "statefulsets", "daemonsets")  # a pod's owners whose a
 VOLUMES = ("persistentvolumeclaims", "persistentvolumes", "storageclasses")  # the scheduler's volume checks
 RESOURCES = ("vcjobs", "pods", "podgroups", "queues", "commands", "nodes", "priorityclasses", "namespaces", *VOLUMES,
              *OWNERS)
+OPTIONAL = ("cronjobs",)  # kinds whose CRD a cluster may lack (an older Volcano's CRDs): bridged once installed
+RESOURCES += OPTIONAL  # Volcano's CronJob: each record carries the time zones it names (`cronjob_zones`)
+INSTALL_POLL = 30.0  # seconds: how often to look again for an OPTIONAL kind's CRD
 BRIDGE_BUCKET = "vcbus_bridge"
 # published once these resources' first lists are in the stream: vcjobs after every other resource's,
 # pods after their owners' (a pod's PodGroup is built with its owner's annotations)
@@ -154,6 +164,15 @@ def trim(obj: dict) -> dict:
     meta = dict(redact_job(obj).get("metadata") or {})  # no last-applied key copy in KV either
     meta.pop("managedFields", None)
     return {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": meta}
+
+
+def _wake_unless_installed(wake: asyncio.Event) -> Any:
+    """A done-callback for the probe of an OPTIONAL kind: wakes its loop unless the kind is served (the usual
+    answer needs nothing done: the loop sees it when its watcher next has something)."""
+    def done(probe: asyncio.Future) -> None:
+        if probe.cancelled() or probe.exception() is not None or not probe.result():
+            wake.set()
+    return done
 
 
 async def _relay(stop: asyncio.Event, wake: asyncio.Event) -> None:
@@ -238,6 +257,8 @@ class Bridge:
                 delay = min(delay * 2, 10.0)
 
     async def _bridge(self, kv: Any, resource: str, stop: asyncio.Event) -> None:
+        # an OPTIONAL kind's CRD may be missing: asked beside the watcher's start, which it does not delay
+        probe = asyncio.ensure_future(asyncio.to_thread(self._is_installed, resource)) if resource in OPTIONAL else None
         snapshot = None
         key = position_key(resource, self.namespace)
         with contextlib.suppress(KeyNotFoundError):
@@ -259,6 +280,8 @@ class Bridge:
 
         watcher.on_item = waker
         watcher.start()
+        if probe is not None:
+            probe.add_done_callback(_wake_unless_installed(wake))  # a "no" (or a failure) is the loop's to act on
         publisher = Publisher(self.js)
         pending = 0
         saved = watcher.resource_version
@@ -269,6 +292,14 @@ class Bridge:
         try:
             while not stop.is_set():
                 wake.clear()  # before the look: an item queued after it sets `wake` again
+                if probe is not None and probe.done():
+                    installed, probe = probe.result(), None
+                    if not installed:  # no such kind: stop watching it until its CRD is there
+                        self.watchers.pop(resource, None)
+                        await asyncio.to_thread(watcher.stop, 2.0)
+                        if await self._installed(resource, stop):
+                            await self._bridge(kv, resource, stop)  # installed now: from the start
+                        return
                 try:
                     event = watcher.poll()
                 except EOFError:
@@ -299,6 +330,8 @@ class Bridge:
         if event is not None and (wanted is None or wanted(event["object"])):
             # private keys in plugin arguments never reach the bus (vcbus.k8s.redaction)
             record = {"type": event["type"], "object": redact_job(event["object"]), "time": observed_now()}
+            if resource == "cronjobs":
+                record["zones"] = cronjob_zones(event["object"])
             data = _enc.encode(record)
             msg = prepare(data, decode(data))
             if msg is not None:
@@ -316,6 +349,29 @@ class Bridge:
         if not pending:
             self._listed(resource, watcher)
         return pending, saved, saved_at
+
+    def _is_installed(self, resource: str) -> bool:
+        """Whether the API server serves `resource` (False only for a 404: its CRD is not installed)."""
+        try:
+            api_request(self.api, "GET", resource_kind(resource).path(self.namespace), query={"limit": 1})
+        except KubeApiError as err:
+            return err.status != 404  # anything else is the watcher's to report and retry (a 403 stops the bridge)
+        return True
+
+    async def _installed(self, resource: str, stop: asyncio.Event) -> bool:
+        """Wait until `resource`'s CRD is installed (False: stopped first), saying so once. Meanwhile the
+        resource counts as listed (it has nothing to wait for), so vcjobs are not held back by it."""
+        rk = resource_kind(resource)
+        log.warning("bridge: %s (%s/%s) is not installed on the cluster: not bridged; looking again every %.0fs "
+                    "(kubectl apply --server-side -f deploy/crds/)", resource, rk.group, rk.version, INSTALL_POLL)
+        self.listed[resource].set()
+        while not stop.is_set():
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stop.wait(), INSTALL_POLL)
+            if not stop.is_set() and await asyncio.to_thread(self._is_installed, resource):
+                log.info("bridge: %s installed: bridging it", resource)
+                return True
+        return False
 
     def _listed(self, resource: str, watcher: ResourceWatcher) -> None:
         """Nothing of `resource` is waiting for an ack: once its first list is taken, say it is listed."""

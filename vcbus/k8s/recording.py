@@ -48,6 +48,7 @@ import urllib3
 
 from vcbus import exitcodes
 from vcbus.errors import UserError
+from vcbus.cronjobs.zonedata import cronjob_zones
 from vcbus.logmarks import initial_list_marks
 from vcbus.k8s.redaction import redact_job
 from vcbus.k8s.watching import JOB_NAME_LABEL, KubeApiError, ResourceKind, ResourceWatcher, api_request, normalize
@@ -310,7 +311,10 @@ class Recorder:
         rk = _resource_kind(kind)
         if not self.scope.keeps(rk, obj):
             return
-        self.write(_encode({"type": event_type, "object": redact_job(obj)}) + b"\n")  # no private keys in logs
+        record: dict = {"type": event_type, "object": redact_job(obj)}  # no private keys in logs
+        if kind == "cronjobs":  # the zones it names, as the bridge adds them (a replay reads no tz database)
+            record["zones"] = cronjob_zones(obj)
+        self.write(_encode(record) + b"\n")
         self.counts[kind] = self.counts.get(kind, 0) + 1
         self.written += 1
 

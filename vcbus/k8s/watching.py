@@ -126,6 +126,8 @@ RESOURCES: dict[str, ResourceKind] = {
         ResourceKind("replicasets", "apps", "v1", "replicasets", "ReplicaSet", True),
         ResourceKind("statefulsets", "apps", "v1", "statefulsets", "StatefulSet", True),
         ResourceKind("daemonsets", "apps", "v1", "daemonsets", "DaemonSet", True),
+        # Volcano's CronJob (statemachines/cronjobs/)
+        ResourceKind("cronjobs", "batch.volcano.sh", "v1alpha1", "cronjobs", "CronJob", True),
     )
 }
 
@@ -146,6 +148,7 @@ _ALIASES = {
     "replicaset": "replicasets", "rs": "replicasets", "replicasets.apps": "replicasets",
     "statefulset": "statefulsets", "sts": "statefulsets", "statefulsets.apps": "statefulsets",
     "daemonset": "daemonsets", "ds": "daemonsets", "daemonsets.apps": "daemonsets",
+    "cronjob": "cronjobs", "cronvcjob": "cronjobs", "cronvj": "cronjobs", "cronjobs.batch.volcano.sh": "cronjobs",
 }
 
 
