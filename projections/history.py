@@ -16,8 +16,8 @@ so the value equals what a fold that never forgot would write.
 
 from __future__ import annotations
 
-from typing import Any
 from collections.abc import Iterable
+from typing import Any
 
 from statemachines import outputs as o
 from statemachines.model.timefmt import ZERO_TIME, add

@@ -26,8 +26,8 @@ give the same state.
 
 from __future__ import annotations
 
-from typing import Any
 from collections.abc import Iterable
+from typing import Any
 
 from statemachines import outputs as out
 from statemachines.model import timefmt
@@ -35,7 +35,6 @@ from statemachines.model.records import RecordError
 from statemachines.scheduler import objects as so
 from statemachines.scheduler.emitted import remember
 from statemachines.scheduler.images import ImageStates
-from statemachines.scheduler.volumes import ClaimFact, VolumeFact
 from statemachines.scheduler.model import (
     BINDING,
     RELEASING,
@@ -45,6 +44,7 @@ from statemachines.scheduler.model import (
 )
 from statemachines.scheduler.snapshot import Snapshot
 from statemachines.scheduler.tasks import TaskFact
+from statemachines.scheduler.volumes import ClaimFact, VolumeFact
 
 BIND_TIMEOUT = 120  # seconds of record time before an unconfirmed bind is forgotten
 DEFAULT_SCHEDULER_NAMES = ("volcano",)

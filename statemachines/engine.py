@@ -30,8 +30,8 @@ records beside it.
 
 from __future__ import annotations
 
-from typing import Any
 from collections.abc import Callable
+from typing import Any
 
 from statemachines import outputs as o
 from statemachines.admission.bounds import DEFAULT_MAX_PODS
@@ -44,9 +44,9 @@ from statemachines.intake.jobs import on_job
 from statemachines.intake.podgroups import on_podgroup
 from statemachines.intake.pods import on_pod
 from statemachines.job.causes import phase_cause
+from statemachines.model.cronjob import CronJobRecord
 from statemachines.model.objects import OWNER_KINDS, Command, Job, Pod, PodGroup, Queue, job_key
 from statemachines.model.record_time import object_time
-from statemachines.model.cronjob import CronJobRecord
 from statemachines.model.records import Decoded, Observed, TimerRecord
 from statemachines.model.status import JobStatus
 from statemachines.model.timefmt import ZERO_TIME, normalize

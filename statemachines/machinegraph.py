@@ -9,8 +9,8 @@ the tests and diagrams that run a trigger through the real machine to compare wi
 
 from __future__ import annotations
 
-from typing import Any
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from transitions import Machine
 from transitions.core import Condition

@@ -13,8 +13,8 @@ name suffix needs 11 of 63), and a qualified name. Zones come as data, resolved 
 from __future__ import annotations
 
 import re
-from typing import Any
 from collections.abc import Mapping
+from typing import Any
 
 from statemachines.admission.fields import is_qualified_name
 from statemachines.cronjobs.schedule import ScheduleError, load_location, parse_standard

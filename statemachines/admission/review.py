@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from collections.abc import Mapping
 
 from statemachines.admission.bounds import DEFAULT_MAX_PODS, object_problems
 from statemachines.admission.cronjobs import validate_cronjob
@@ -42,7 +42,13 @@ from statemachines.admission.mutate import DEFAULT_SCHEDULER, job_patch
 from statemachines.admission.plugin_warnings import plugin_warnings
 from statemachines.admission.queues import QueueIndex, queue_patch, validate_queue
 from statemachines.admission.schema import (
-    CRONJOB_KIND, CRONJOB_SCHEMA, JOB_SCHEMA, QUEUE_KIND, QUEUE_SCHEMA, meta_errors, schema_message,
+    CRONJOB_KIND,
+    CRONJOB_SCHEMA,
+    JOB_SCHEMA,
+    QUEUE_KIND,
+    QUEUE_SCHEMA,
+    meta_errors,
+    schema_message,
 )
 from statemachines.admission.validate import validate_create, validate_update
 from statemachines.model.zone import Zone

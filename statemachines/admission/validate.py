@@ -27,7 +27,8 @@ from statemachines.admission.semantic import semantic_equal
 from statemachines.plugins import is_registered
 from statemachines.plugins.args import parse_flags
 from statemachines.plugins.mpi import MpiPlugin
-from statemachines.plugins.status_mounter import NAME as STATUS_MOUNTER, validate_args
+from statemachines.plugins.status_mounter import NAME as STATUS_MOUNTER
+from statemachines.plugins.status_mounter import validate_args
 
 NETWORK_TOPOLOGY_BOTH = "must not specify 'highestTierAllowed' and 'highestTierName' in networkTopology simultaneously"
 UPDATE_FIELDS = (

@@ -26,6 +26,9 @@ from statemachines import outputs as o
 from statemachines.cronjobs import machine as m
 from statemachines.cronjobs import schedule as sch
 from statemachines.model.cronjob import API_VERSION, FORBID, REPLACE, CronJob, CronJobStatus, ObjectReference
+from statemachines.model.objects import Job
+from statemachines.model.timefmt import fmt, parse
+from statemachines.model.zone import Zone
 from statemachines.outputs import (
     CreateCronJobRun,
     CronJobRunChanged,
@@ -33,9 +36,6 @@ from statemachines.outputs import (
     DeleteCronJobRun,
     UpdateCronJobStatus,
 )
-from statemachines.model.zone import Zone
-from statemachines.model.objects import Job
-from statemachines.model.timefmt import fmt, parse
 from statemachines.timers.rules import Timer
 
 ACTION = "SyncCronJob"

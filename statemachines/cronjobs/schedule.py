@@ -34,8 +34,8 @@ time zone`. `Local` is read as UTC.
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Union
 from collections.abc import Mapping
+from typing import Union
 
 from msgspec import Struct
 

@@ -9,7 +9,6 @@ and the per-phase action table can never drift from the code.
 from __future__ import annotations
 
 from statemachines.diagramming import draw_mermaid
-
 from statemachines.job.handling import DEFAULT
 from statemachines.job.machine import HANDLERS, all_transitions
 from statemachines.model.vocabulary import Action, Phase

@@ -22,7 +22,6 @@ from statemachines.job.writes import bookkeep_plugins, spec_facts, status_functi
 from statemachines.model.status import copy_killed, set_transition
 from statemachines.model.timefmt import go_duration, parse
 
-
 _SOFT = Retain.SOFT
 _BY_NAME = attrgetter("task", "name")  # a pod's place in the cache: entry.pods[task][name]
 _DURATIONS: dict[tuple[str, str], str] = {}  # (LTT, creationTimestamp) -> runningDuration

@@ -37,7 +37,6 @@ from statemachines.model.vocabulary import Phase
 from statemachines.task.handlers import step_task
 from statemachines.task.machine import PODS_CHANGED
 
-
 _PENDING = Phase.PENDING.value  # plain str: a StrEnum member is slow to compare and hash
 IDLE_MEMO = True  # remember when the reconciliation had nothing to do (`JobEntry.idle`); off: tests compare
 

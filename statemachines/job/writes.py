@@ -27,7 +27,6 @@ from statemachines.manifests.pod import pvc_name
 from statemachines.model.status import JobStatus
 from statemachines.model.vocabulary import Phase
 
-
 _PENDING = Phase.PENDING.value
 
 

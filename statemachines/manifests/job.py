@@ -32,7 +32,8 @@ from statemachines.manifests.podgroup import build_podgroup
 from statemachines.plugins import ApplyObject, on_job_add
 from statemachines.plugins.base import owner_reference
 from statemachines.plugins.ssh import fill_ssh_keys
-from statemachines.plugins.status_mounter import NAME as STATUS_MOUNTER, status_mounter_configmap
+from statemachines.plugins.status_mounter import NAME as STATUS_MOUNTER
+from statemachines.plugins.status_mounter import status_mounter_configmap
 
 RENDER_NAMESPACE = "urn:vcbus:render"
 

@@ -18,8 +18,8 @@ only `statemachines` classes; the hook itself is re-attached by name.
 
 from __future__ import annotations
 
-from typing import Any
 from collections.abc import Callable
+from typing import Any
 
 import msgspec
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from msgspec import Raw, Struct
 
-from statemachines.model.zone import Zone
 from statemachines.model.objects import Meta
+from statemachines.model.zone import Zone
 
 API_VERSION = "batch.volcano.sh/v1alpha1"
 ALLOW = "Allow"

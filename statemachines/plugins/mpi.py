@@ -18,7 +18,16 @@ from __future__ import annotations
 from typing import Any
 
 from statemachines.plugins.args import Flag
-from statemachines.plugins.base import Plugin, append_env, containers, ensure_port, task_hosts, task_index, task_key, tasks
+from statemachines.plugins.base import (
+    Plugin,
+    append_env,
+    containers,
+    ensure_port,
+    task_hosts,
+    task_index,
+    task_key,
+    tasks,
+)
 
 PORT_NAME = "mpijob-port"
 MPI_HOST = "MPI_HOST"

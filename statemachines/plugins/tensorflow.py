@@ -18,7 +18,16 @@ import json
 from typing import Any
 
 from statemachines.plugins.args import Flag
-from statemachines.plugins.base import Plugin, append_env, containers, domain_name, go_atoi, pod_index_by_name, task_key, tasks
+from statemachines.plugins.base import (
+    Plugin,
+    append_env,
+    containers,
+    domain_name,
+    go_atoi,
+    pod_index_by_name,
+    task_key,
+    tasks,
+)
 
 TF_CONFIG = "TF_CONFIG"
 ROLES = ("ps", "worker", "chief", "evaluator")

@@ -9,7 +9,6 @@ and the per-state action table can never drift from the code.
 from __future__ import annotations
 
 from statemachines.diagramming import draw_mermaid
-
 from statemachines.queues.machine import DEFAULT, HANDLERS, OPEN, STATES, TRANSITIONS, TRIGGERS
 
 _FUNCTIONS = {"SyncQueue": "syncQueue", "OpenQueue": "openQueue", "CloseQueue": "closeQueue"}

@@ -26,9 +26,9 @@ no queue-scoped outputs, at the cost of nothing per record.
 from __future__ import annotations
 
 from statemachines import outputs as o
+from statemachines.model.cronjob import CronJobRecord
 from statemachines.model.objects import Command, PodGroup, Queue
 from statemachines.model.record_time import object_time
-from statemachines.model.cronjob import CronJobRecord
 from statemachines.model.records import Decoded, Observed, TimerRecord
 from statemachines.model.timefmt import ZERO_TIME, normalize
 from statemachines.queues.controller import QueueController

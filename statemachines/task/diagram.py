@@ -9,7 +9,6 @@ and the rule table can never drift from the code.
 from __future__ import annotations
 
 from statemachines.diagramming import draw_mermaid
-
 from statemachines.task.machine import GRAPH, INITIAL, STATES, TRANSITIONS, TRIGGERS
 from statemachines.task.phases import GUARDS
 

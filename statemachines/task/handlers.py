@@ -14,7 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from statemachines import outputs as o
-from statemachines.task.stepping import Move, resettle as resettle_book, step
+from statemachines.task.stepping import Move, step
+from statemachines.task.stepping import resettle as resettle_book
 
 
 def step_task(ctx: Any, entry: Any, task: str, trigger: str, pod: str = "") -> str | None:
