@@ -173,3 +173,43 @@ def test_a_queue_status_write_supersedes_only_one_whose_fields_it_covers():
     assert not replaces(counts.cmd, both.cmd)
     assert not replaces(status(2).cmd, create("p").cmd)
     assert not replaces(status(2, job="ns/a").cmd, status(1, job="ns/b").cmd)
+
+
+def condition(name: str, message: str = "pod group is not ready", uid: str = "") -> Item:
+    return Item(o.UpdatePodCondition(job="ns/j", seq=1, time=T, name=name, uid=uid or f"u-{name}", reason="Unschedulable",
+                                     message=message), f"pc:{name}:{message}", 0)
+
+
+def test_a_waiting_pod_condition_is_dropped_by_the_pods_later_bind_condition_eviction_or_delete():
+    lanes = Lanes()
+    busy = [create(f"x{i}") for i in range(2)]
+    update = podgroup_update()
+    written = [condition(f"p{i}") for i in range(4)]
+    admit_all(lanes, *busy, update, *written)  # all four wait behind the PodGroup update
+    assert all(c.state == WAITING for c in written)
+    _, gone = lanes.admit(bind("p0"))
+    assert gone == [written[0]] and written[0].state == SUPERSEDED  # the bind makes it scheduled
+    _, gone = lanes.admit(condition("p1", "3/4 tasks in gang unschedulable"))
+    assert gone == [written[1]]  # a later condition replaces it whole
+    _, gone = lanes.admit(Item(o.EvictPod(job="ns/j", seq=1, time=T, name="p2", uid="u-p2", reason="preempt"), "ev", 0))
+    assert gone == [written[2]]
+    _, gone = lanes.admit(kill("p3"))
+    assert gone == [written[3]]
+    assert lanes.superseded == 4
+
+
+def test_a_pod_condition_under_way_or_of_another_incarnation_is_never_dropped():
+    lanes = Lanes()
+    started = condition("p0")
+    assert admit_all(lanes, started) == [started]
+    assert lanes.start(started)
+    after = bind("p0")
+    ready, gone = lanes.admit(after)
+    assert (ready, gone) == ([], [])  # the bind waits for the write under way
+    assert lanes.finish(started) == [after]
+    lanes = Lanes()
+    busy = podgroup_update()
+    old = condition("p1", uid="old-uid")
+    admit_all(lanes, busy, old)
+    _, gone = lanes.admit(bind("p1"))  # another pod of the same name
+    assert gone == [] and old.state == WAITING

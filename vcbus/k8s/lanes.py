@@ -34,7 +34,13 @@ Superseded writes. A status write that waits in its lane is dropped when a
 later write of the same object arrives (`replaces`): the vcjob status and a
 PodGroup's status are replaced whole, so only the last one need reach the API
 server; a queue's status only when the later write sets every field the earlier
-one sets. The bus keeps every decision: only the API calls shrink.
+one sets. A pod's PodScheduled=False condition waiting its turn is dropped when
+a later command of the same pod (same uid) makes it useless: another condition
+write, its bind (the Binding sets PodScheduled=True), its eviction or its
+delete. A scheduler whose sessions saw a gang's pods arrive one by one writes
+a condition for each pending pod; without this, the gang's binds, which come
+a session later, would wait behind those writes. The bus keeps every decision:
+only the API calls shrink.
 
 This module holds the order alone (no I/O, no asyncio): `vcbus.k8s.actuating`
 admits the commands it receives, runs what `Lanes` says is ready, and tells it
@@ -79,8 +85,21 @@ def _queue_fields(cmd: o.UpdateQueueStatus) -> set[str]:
     return fields | {f"counts.{k}" for k in (cmd.counts or {})}
 
 
+OVERTAKE_CONDITION = (o.UpdatePodCondition, o.BindPod, o.EvictPod, o.DeletePod)
+
+
+def overtakes_condition(later: Any, earlier: Any) -> bool:
+    """Whether `later` makes an earlier PodScheduled=False write of the same pod useless: a later
+    condition replaces it whole, a bind makes the pod scheduled, an eviction or a delete ends it."""
+    return (earlier.__class__ is o.UpdatePodCondition and later.__class__ in OVERTAKE_CONDITION
+            and later.name == earlier.name and later.job == earlier.job and bool(later.uid)
+            and later.uid == earlier.uid)
+
+
 def replaces(later: Any, earlier: Any) -> bool:
     """Whether applying `later` makes applying `earlier` (before it, not yet applied) useless."""
+    if earlier.__class__ is o.UpdatePodCondition:
+        return overtakes_condition(later, earlier)
     key = status_object(later)
     if key is None or key != status_object(earlier):
         return False
@@ -123,6 +142,7 @@ class Lanes:
 
     def __init__(self) -> None:
         self._lanes: dict[str, list[Item]] = {}
+        self._conditions: dict[tuple[str, str | None], Item] = {}  # (lane, pod): its last condition write admitted
         self.superseded = 0
 
     def __len__(self) -> int:
@@ -136,13 +156,19 @@ class Lanes:
         lane = self._lanes.setdefault(item.lane, [])
         gone: list[Item] = []
         if status_object(item.cmd) is not None:
-            for other in lane:
-                if other.state in (WAITING, READY) and replaces(item.cmd, other.cmd):
-                    other.state = SUPERSEDED
-                    gone.append(other)
-            if gone:
-                lane[:] = [other for other in lane if other.state != SUPERSEDED]
-                self.superseded += len(gone)
+            gone = [other for other in lane if other.state in (WAITING, READY) and replaces(item.cmd, other.cmd)]
+        elif item.cmd.__class__ in OVERTAKE_CONDITION:
+            condition = self._conditions.pop((item.lane, item.pod), None)
+            if condition is not None and condition.state in (WAITING, READY) and overtakes_condition(item.cmd,
+                                                                                                    condition.cmd):
+                gone = [condition]
+        if gone:
+            for other in gone:
+                other.state = SUPERSEDED
+            lane[:] = [other for other in lane if other.state != SUPERSEDED]
+            self.superseded += len(gone)
+        if item.cmd.__class__ is o.UpdatePodCondition:
+            self._conditions[(item.lane, item.pod)] = item  # the pod's latest, until it starts
         lane.append(item)
         return self._ready(lane), gone
 
@@ -151,6 +177,8 @@ class Lanes:
         if item.state != READY:
             return False
         item.state = RUNNING
+        if item.lane is not None and self._conditions.get((item.lane, item.pod)) is item:
+            del self._conditions[(item.lane, item.pod)]
         return True
 
     def finish(self, item: Item) -> list[Item]:
