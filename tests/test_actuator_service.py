@@ -193,3 +193,29 @@ async def test_commands_waiting_longer_than_the_ack_wait_are_kept_alive_not_rede
         finally:
             stop.set()
             await asyncio.wait_for(task, 30)
+
+
+async def test_events_are_taken_as_the_event_recorder_takes_them_acked_at_once_and_the_overflow_dropped(
+        k8s, k8s_namespace, bus_settings, monkeypatch):
+    """RecordEvents are acked as they are received (they never hold the consumer's window) and at most
+    EVENT_QUEUE of them wait to be written; the rest are dropped and counted, as client-go's broadcaster
+    drops events when its queue is full. The queue is made 3 long here (a setting, not a stand-in)."""
+    from vcbus.k8s import actuating
+
+    monkeypatch.setattr(actuating, "EVENT_QUEUE", 3)
+    api = k8s.api_client()
+    ns, core = k8s_namespace, client.CoreV1Api(api)
+    job = f"{ns}/j"
+    core.create_namespaced_pod(ns, {"metadata": {"name": "p"}, "spec": {
+        "schedulerName": "volcano", "containers": [{"name": "c", "image": "busybox"}]}})
+    async with open_bus(bus_settings) as bus:
+        for i in range(12):
+            await publish(bus.js, o.RecordEvent(job=job, seq=9, time=T1, reason="Killing", kind="Pod", name="p",
+                                                message=f"event {i}"), f"9:{i}")
+        service = ActuatorService(bus, api, idle=1.0, concurrency=1)
+        await asyncio.wait_for(service.run(stop=asyncio.Event(), until_idle=True), 60)
+        info = await bus.js.consumer_info(s.CMDS_STREAM, DURABLE)
+    assert (info.num_pending, info.num_ack_pending) == (0, 0)  # every one acked, written or not
+    written = len(core.list_namespaced_event(ns).items)
+    assert service.results["applied"] == written and service.results["dropped"] == 12 - written
+    assert 3 <= written < 12, (written, service.results)

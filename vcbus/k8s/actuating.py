@@ -34,13 +34,17 @@ for good (another 4xx: 400, 404, 422, a webhook's denial) is logged, counted as
 its lane goes on. With leader election, `fence` runs before every attempt: a
 replica that lost the Lease applies nothing more (vcbus.k8s.leader).
 
-Events do not hold the reaction up. A RecordEvent waits for nothing, the way
-Kubernetes' event recorder, which Volcano's controller uses, writes events
-asynchronously: at most `EVENT_SLOTS` at once beside ready commands, in every
-free slot when no command is ready. Events must not crowd commands out of the
-consumer's window either (a gang's binds bring one `Scheduled` event each):
-once the events in hand pass a quarter of the window, they may take half the
-slots beside ready commands.
+Events do not hold the reaction up. A RecordEvent is taken as Kubernetes'
+event recorder, which Volcano's controller and scheduler use, takes an event
+(client-go's `record.NewBroadcaster`): acked as soon as it is received, so
+events never fill the consumer's window ahead of the commands behind them (a
+gang's binds bring one `Scheduled` event each); written in the background, at
+most `EVENT_SLOTS` at once beside ready commands, in every free slot when no
+command is ready; at most `EVENT_QUEUE` (1,000, the broadcaster's queue)
+waiting, the rest dropped and counted (`result="dropped"`); and, like the
+recorder's queue, lost when the process dies before writing them. The bus
+keeps every RecordEvent: a subscriber misses none. Once the events waiting pass
+a quarter of the window, they may take half the slots beside ready commands.
 
 In one process with the decider (`vcbus up` with a cluster), the actuator also
 takes commands the moment they are decided, while they are being stored
@@ -86,6 +90,7 @@ DURABLE = "vcbus-actuator"
 DEFAULT_CONCURRENCY = 32  # API commands in flight at once (`--actuator-concurrency`)
 WINDOW_PER_SLOT = 32  # commands in hand per slot: the consumer's max_ack_pending is concurrency x this
 EVENT_SLOTS = 4  # RecordEvents in flight beside ready commands (more when none is ready or events pile up)
+EVENT_QUEUE = 1000  # RecordEvents waiting at most; more are dropped (client-go's broadcaster: maxQueuedEvents)
 ACK_WAIT = 10.0  # seconds; a command left unacked by a crash comes back after this
 KEEP_ALIVE = 4.0  # seconds between `in_progress` for the commands still waiting their turn
 HELD = 4096  # commands applied ahead whose stored copy has not come yet (more: the oldest are forgotten)
@@ -236,7 +241,7 @@ class ActuatorService:
 
     def _in_hand(self) -> bool:
         """Whether a command is still to be applied or acked (done offers waiting for their copies aside)."""
-        return bool(self._tasks) or any(item.state != DONE for item in self._held.values())
+        return bool(self._tasks or self._ready_events) or any(item.state != DONE for item in self._held.values())
 
     def _raise_failure(self) -> None:
         if self._failure is not None:
@@ -273,6 +278,9 @@ class ActuatorService:
             self._spawn(self._ack([msg]))
             return
         msg_id = _msg_id(msg) or f"seq:{seq}"
+        if cmd.__class__ is o.RecordEvent:
+            self._receive_event(cmd, msg, msg_id, seq)
+            return
         item = self._held.get(msg_id)
         if item is not None:  # offered ahead of its store, or a redelivery of one in hand
             if item.stream_seq == 0 and self.ahead is not None:
@@ -296,6 +304,24 @@ class ActuatorService:
         item.msgs.append(msg)
         item.kept = time.monotonic()
         self._admit(item)
+
+    def _receive_event(self, cmd: o.RecordEvent, msg: Any, msg_id: str, seq: int) -> None:
+        """A RecordEvent, as Kubernetes' event recorder takes one: acked at once, written in the background,
+        at most `EVENT_QUEUE` waiting (more are dropped, counted), lost if the process dies first."""
+        self._spawn(self._ack([msg]))
+        offered = self._held.pop(msg_id, None)
+        if offered is not None:  # offered ahead of its store: written already, or on its way
+            if offered.stream_seq == 0 and self.ahead is not None:
+                self.ahead.taken += 1
+                metrics.COMMANDS_AHEAD.inc()
+            return
+        if len(self._ready_events) + self._events_busy >= EVENT_QUEUE:
+            self._count(cmd, "dropped")
+            return
+        item = Item(cmd, msg_id, index_of(msg_id), seq)
+        item.done = asyncio.get_running_loop().create_future()
+        self._lanes.admit(item)  # no lane: ready at once
+        self._queue([item])
 
     def _admit(self, item: Item) -> None:
         item.done = asyncio.get_running_loop().create_future()
