@@ -36,7 +36,10 @@ Figures per workload and system (medians over `--rounds`, each round alternating
 `all_running_s` (first create to the last pod Running, seen by a watch of this process),
 `bound_per_s` (pods over the time from the first bind to the last), `bound_p50_s` (a pod's ADDED to its
 bind, p50), `cpu_s` (CPU seconds of the system's processes over the workload: `vcbus up` and its
-nats-server, or Volcano's two), `recovery_p50_s` (W3) and `peak_rss_mb` (VmHWM of those processes).
+nats-server, or Volcano's two), `cluster_cpu_s` (etcd's, the API server's and KWOK's over the same
+time: the load the system's requests and watches put on the cluster), `api_writes` (the API server's
+writes over the workload, from its `apiserver_request_total`: the system's, KWOK's and the
+benchmark's own; `api_writes_by_kind` splits them by verb and resource), `recovery_p50_s` (W3) and `peak_rss_mb` (VmHWM of those processes).
 
 The floor, measured in each round on the same API server and KWOK nodes: the least work any
 controller must do to get the same pods running, sent from this process at the same concurrency
@@ -71,6 +74,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks import bustimeline  # noqa: E402
 from benchmarks.latency import _die_with_parent, percentile  # noqa: E402
 from statemachines.scheduler.config import DEFAULT_CONFIG_YAML  # noqa: E402
 from tests import k8s_env, kwok_env  # noqa: E402
@@ -314,8 +318,9 @@ class Vcbus(System):
     def start(self, kubeconfig: pathlib.Path, extra: list[str]) -> None:
         exe = pathlib.Path(sys.executable).with_name("vcbus")
         self.metrics = f"127.0.0.1:{k8s_env.free_port()}"  # its /metrics, read at the end of each workload
+        self.nats_port = k8s_env.free_port()  # its embedded nats-server's, for --timeline
         self._spawn([str(exe), "up", "--kubeconfig", str(kubeconfig), "--data-dir", str(self.workdir / "data"),
-                     "--metrics-addr", self.metrics, *extra], "vcbus.log")
+                     "--metrics-addr", self.metrics, "--port", str(self.nats_port), *extra], "vcbus.log")
 
     def ready(self) -> bool:
         return b"running decider" in self.logs[0].read_bytes() and b"vcjobs listed" in self.logs[0].read_bytes()
@@ -367,6 +372,34 @@ class Cluster:
                  "spec": {"weight": 1, "reclaimable": True}}
         api_request(self.api, "POST", "/apis/scheduling.volcano.sh/v1beta1/queues", body=queue)
 
+    def cpu(self) -> float:
+        """CPU seconds so far of the cluster's own processes: etcd, kube-apiserver and KWOK (what the
+        system under test makes them do shows here: every request, every watch event they send)."""
+        procs = (self.env._etcd, self.env._apiserver, self.kwok.proc)
+        return sum(_cpu(p.pid) for p in procs if p is not None and p.poll() is None)
+
+    def writes(self) -> collections.Counter:
+        """The API server's count so far of its writes, by verb and resource (`apiserver_request_total`).
+        Everyone's writes count: the system's, KWOK's (a pod's status, node leases) and the benchmark's own."""
+        resp = api_request(self.api, "GET", "/metrics", accept="text/plain", stream=True)
+        try:
+            text = resp.data.decode()
+        finally:
+            resp.release_conn()
+        out: collections.Counter = collections.Counter()
+        for line in text.splitlines():
+            if not line.startswith("apiserver_request_total{"):
+                continue
+            labels, _, value = line.rpartition(" ")
+            fields = dict(part.split("=", 1) for part in labels[len("apiserver_request_total{"):-1].split(","))
+            verb = fields.get("verb", "").strip('"')
+            if verb not in ("POST", "PUT", "PATCH", "DELETE", "APPLY"):
+                continue
+            resource = fields.get("resource", "").strip('"')
+            sub = fields.get("subresource", "").strip('"')
+            out[f"{verb} {resource}{'/' + sub if sub else ''}"] += int(float(value))
+        return out
+
     def stop(self) -> None:
         self.kwok.stop()
         self.env.stop()
@@ -376,6 +409,12 @@ def create_all(api: Any, manifests: list[dict], concurrency: int = 16) -> None:
     path = f"/apis/batch.volcano.sh/v1alpha1/namespaces/{NS}/jobs"
     with concurrent.futures.ThreadPoolExecutor(concurrency) as pool:
         list(pool.map(lambda m: api_request(api, "POST", path, body=m), manifests))
+
+
+def writes_since(cluster: Cluster, before: collections.Counter) -> dict:
+    """The API server's writes since `before` (`Cluster.writes`): their total and the kinds, most first."""
+    grown = cluster.writes() - before
+    return {"api_writes": sum(grown.values()), "api_writes_by_kind": dict(grown.most_common())}
 
 
 def bound_figures(watch: PodWatch, uids: set[str]) -> dict:
@@ -426,14 +465,15 @@ def run_gang(cluster: Cluster, system: System, size: dict, stage: Callable[[str]
     n = size["jobs"] * size["replicas"]
     watch = PodWatch(cluster.api)
     try:
-        cpu0 = system.cpu()
+        cpu0, ccpu0, writes0 = system.cpu(), cluster.cpu(), cluster.writes()
         t0 = time.time()
         create_all(cluster.api, [gang_job(f"gang-{i}", size["replicas"]) for i in range(size["jobs"])])
         running = wait_for(f"{n} pods Running ({system.name})", lambda: (r := watch.live_running()) and len(r) >= n and r,
                            check=system.check)
         t1 = max(running.values())
         w1 = {"all_running_s": round(t1 - t0, 2), **bound_figures(watch, set(running)),
-              "cpu_s": round(system.cpu() - cpu0, 2)}
+              "cpu_s": round(system.cpu() - cpu0, 2), "cluster_cpu_s": round(cluster.cpu() - ccpu0, 2),
+              **writes_since(cluster, writes0)}
         # W3: one pod of each job fails at once
         first = dict(running)
         victims = {}
@@ -443,7 +483,7 @@ def run_gang(cluster: Cluster, system: System, size: dict, stage: Callable[[str]
                 job = watch.names[uid].rsplit("-", 2)[0]
                 by_job.setdefault(job, uid)
         stage("W3")
-        cpu0 = system.cpu()
+        cpu0, ccpu0, writes0 = system.cpu(), cluster.cpu(), cluster.writes()
         failed_at: dict[str, float] = {}
         for job, uid in sorted(by_job.items()):
             victims[job] = uid
@@ -469,7 +509,8 @@ def run_gang(cluster: Cluster, system: System, size: dict, stage: Callable[[str]
         back = wait_for(f"every job restarted and running again ({system.name})", recovered, check=check)
         w3 = {"recovery_p50_s": round(statistics.median(back[j] - failed_at[j] for j in by_job), 2),
               "all_running_s": round(max(back.values()) - min(failed_at.values()), 2),
-              "cpu_s": round(system.cpu() - cpu0, 2), **restart_stages(watch, first, failed_at),
+              "cpu_s": round(system.cpu() - cpu0, 2), "cluster_cpu_s": round(cluster.cpu() - ccpu0, 2),
+              **writes_since(cluster, writes0), **restart_stages(watch, first, failed_at),
               "most_pods_per_name": most_pods_per_name(watch)}
         return {"W1": w1, "W3": w3}
     finally:
@@ -480,13 +521,14 @@ def run_small(cluster: Cluster, system: System, size: dict) -> dict:
     n = size["small"] * 3
     watch = PodWatch(cluster.api)
     try:
-        cpu0 = system.cpu()
+        cpu0, ccpu0, writes0 = system.cpu(), cluster.cpu(), cluster.writes()
         t0 = time.time()
         create_all(cluster.api, [small_job(f"small-{i}") for i in range(size["small"])])
         running = wait_for(f"{n} pods Running ({system.name})", lambda: (r := watch.live_running()) and len(r) >= n and r,
                            check=system.check)
         return {"W2": {"all_running_s": round(max(running.values()) - t0, 2), **bound_figures(watch, set(running)),
-                       "cpu_s": round(system.cpu() - cpu0, 2)}}
+                       "cpu_s": round(system.cpu() - cpu0, 2), "cluster_cpu_s": round(cluster.cpu() - ccpu0, 2),
+                       **writes_since(cluster, writes0)}}
     finally:
         watch.close()
 
@@ -601,7 +643,7 @@ def stop_profile(spy: subprocess.Popen) -> None:
 
 def one_round(kind: str, size: dict, tmp: pathlib.Path, volcano_bin: pathlib.Path | None, extra: list[str],
               concurrency: int, log: Callable[[str], None], workloads: tuple[str, ...] = WORKLOADS,
-              profile: pathlib.Path | None = None) -> dict:
+              profile: pathlib.Path | None = None, timeline: bool = False) -> dict:
     """Every workload once on `kind` ("vcbus" or "volcano"), each on a fresh cluster."""
     out: dict = {}
     for workload in workloads:
@@ -642,6 +684,9 @@ def one_round(kind: str, size: dict, tmp: pathlib.Path, volcano_bin: pathlib.Pat
             rss = round(system.peak_rss_mb(), 1)
             for figures in got.values():
                 figures["peak_rss_mb"] = rss
+            if timeline and isinstance(system, Vcbus):
+                out.setdefault("timeline", {})[workload] = bustimeline.milestones(
+                    *bustimeline.read(f"nats://127.0.0.1:{system.nats_port}"))
             out.update(got)
             log(f"  {kind} {workload}: " + json.dumps(got))
         except BaseException:
@@ -676,6 +721,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--actuator-concurrency", type=int, default=32, help="passed to `vcbus up`; also the floor's")
     ap.add_argument("--vcbus-arg", action="append", default=[], metavar="ARG", help="one more argument for `vcbus up`")
     ap.add_argument("--only", choices=WORKLOADS, help="one workload: gang (W1 and W3), small (W2) or seed (W4 and W5)")
+    ap.add_argument("--timeline", action="store_true",
+                    help="read vcbus's bus back after each workload: each job's milestones (benchmarks/bustimeline.py), "
+                         "medians, under \"timeline\" in each round")
     ap.add_argument("--profile", type=pathlib.Path, metavar="DIR",
                     help="sample `vcbus up` with py-spy over each workload (the thread holding the GIL: where its CPU goes): "
                          "collapsed stacks and its /metrics at the end into DIR (a profiled run's timings are not figures)")
@@ -701,8 +749,11 @@ def main(argv: list[str] | None = None) -> int:
                 log(f"round {r + 1}/{args.rounds}: {kind}")
                 results[kind].append(one_round(kind, size, pathlib.Path(tmp), args.volcano_bin, extra,
                                                args.actuator_concurrency, log,
-                                               (args.only,) if args.only else WORKLOADS, args.profile))
-    keys = ("all_running_s", "bound_per_s", "bound_p50_s", "cpu_s", "recovery_p50_s", "restart_to_restarting_p50_s",
+                                               (args.only,) if args.only else WORKLOADS, args.profile,
+                                               args.timeline))
+                if args.timeline and "timeline" in results[kind][-1]:
+                    log(f"  {kind} timeline: " + json.dumps(results[kind][-1]["timeline"]))
+    keys = ("all_running_s", "bound_per_s", "bound_p50_s", "cpu_s", "cluster_cpu_s", "api_writes", "recovery_p50_s", "restart_to_restarting_p50_s",
             "restart_to_running_p50_s", "peak_rss_mb")
     workloads = ("W1", "W2", "W3", "W4", "W5")
     summary: dict[str, Any] = {"size": size, "rounds": results}
