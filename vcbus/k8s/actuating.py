@@ -42,7 +42,7 @@ gang's binds bring one `Scheduled` event each); written in the background, at
 most `EVENT_SLOTS` at once beside ready commands, in every free slot when no
 command is ready; at most `EVENT_QUEUE` (1,000, the broadcaster's queue)
 waiting, the rest dropped and counted (`result="dropped"`); and, like the
-recorder's queue, lost when the process dies before writing them. The bus
+recorder's queue, lost when the process stops or dies before writing them. The bus
 keeps every RecordEvent: a subscriber misses none. Once the events waiting pass
 a quarter of the window, they may take half the slots beside ready commands.
 
@@ -307,7 +307,7 @@ class ActuatorService:
 
     def _receive_event(self, cmd: o.RecordEvent, msg: Any, msg_id: str, seq: int) -> None:
         """A RecordEvent, as Kubernetes' event recorder takes one: acked at once, written in the background,
-        at most `EVENT_QUEUE` waiting (more are dropped, counted), lost if the process dies first."""
+        at most `EVENT_QUEUE` waiting (more are dropped, counted), lost if the process stops or dies first."""
         self._spawn(self._ack([msg]))
         offered = self._held.pop(msg_id, None)
         if offered is not None:  # offered ahead of its store: written already, or on its way
