@@ -39,7 +39,8 @@ bind, p50), `cpu_s` (CPU seconds of the system's processes over the workload: `v
 nats-server, or Volcano's two), `cluster_cpu_s` (etcd's, the API server's and KWOK's over the same
 time: the load the system's requests and watches put on the cluster), `api_writes` (the API server's
 writes over the workload, from its `apiserver_request_total`: the system's, KWOK's and the
-benchmark's own; `api_writes_by_kind` splits them by verb and resource), `recovery_p50_s` (W3) and `peak_rss_mb` (VmHWM of those processes).
+benchmark's own; `api_writes_by_kind` splits them by verb and resource), `recovery_p50_s` (W3) and
+`peak_rss_mb` (VmHWM of those processes).
 
 The floor, measured in each round on the same API server and KWOK nodes: the least work any
 controller must do to get the same pods running, sent from this process at the same concurrency
@@ -411,10 +412,19 @@ def create_all(api: Any, manifests: list[dict], concurrency: int = 16) -> None:
         list(pool.map(lambda m: api_request(api, "POST", path, body=m), manifests))
 
 
-def writes_since(cluster: Cluster, before: collections.Counter) -> dict:
-    """The API server's writes since `before` (`Cluster.writes`): their total and the kinds, most first."""
-    grown = cluster.writes() - before
-    return {"api_writes": sum(grown.values()), "api_writes_by_kind": dict(grown.most_common())}
+class Costs:
+    """What a workload costs from now on: the system's CPU, the cluster's, and the API server's writes."""
+
+    def __init__(self, system: System, cluster: Cluster) -> None:
+        self.system, self.cluster = system, cluster
+        self.cpu0, self.cluster_cpu0, self.writes0 = system.cpu(), cluster.cpu(), cluster.writes()
+
+    def since(self) -> dict:
+        """`cpu_s`, `cluster_cpu_s`, `api_writes` and `api_writes_by_kind` since this was made."""
+        grown = self.cluster.writes() - self.writes0
+        return {"cpu_s": round(self.system.cpu() - self.cpu0, 2),
+                "cluster_cpu_s": round(self.cluster.cpu() - self.cluster_cpu0, 2),
+                "api_writes": sum(grown.values()), "api_writes_by_kind": dict(grown.most_common())}
 
 
 def bound_figures(watch: PodWatch, uids: set[str]) -> dict:
@@ -465,15 +475,13 @@ def run_gang(cluster: Cluster, system: System, size: dict, stage: Callable[[str]
     n = size["jobs"] * size["replicas"]
     watch = PodWatch(cluster.api)
     try:
-        cpu0, ccpu0, writes0 = system.cpu(), cluster.cpu(), cluster.writes()
+        costs = Costs(system, cluster)
         t0 = time.time()
         create_all(cluster.api, [gang_job(f"gang-{i}", size["replicas"]) for i in range(size["jobs"])])
         running = wait_for(f"{n} pods Running ({system.name})", lambda: (r := watch.live_running()) and len(r) >= n and r,
                            check=system.check)
         t1 = max(running.values())
-        w1 = {"all_running_s": round(t1 - t0, 2), **bound_figures(watch, set(running)),
-              "cpu_s": round(system.cpu() - cpu0, 2), "cluster_cpu_s": round(cluster.cpu() - ccpu0, 2),
-              **writes_since(cluster, writes0)}
+        w1 = {"all_running_s": round(t1 - t0, 2), **bound_figures(watch, set(running)), **costs.since()}
         # W3: one pod of each job fails at once
         first = dict(running)
         victims = {}
@@ -483,7 +491,7 @@ def run_gang(cluster: Cluster, system: System, size: dict, stage: Callable[[str]
                 job = watch.names[uid].rsplit("-", 2)[0]
                 by_job.setdefault(job, uid)
         stage("W3")
-        cpu0, ccpu0, writes0 = system.cpu(), cluster.cpu(), cluster.writes()
+        costs = Costs(system, cluster)
         failed_at: dict[str, float] = {}
         for job, uid in sorted(by_job.items()):
             victims[job] = uid
@@ -509,8 +517,7 @@ def run_gang(cluster: Cluster, system: System, size: dict, stage: Callable[[str]
         back = wait_for(f"every job restarted and running again ({system.name})", recovered, check=check)
         w3 = {"recovery_p50_s": round(statistics.median(back[j] - failed_at[j] for j in by_job), 2),
               "all_running_s": round(max(back.values()) - min(failed_at.values()), 2),
-              "cpu_s": round(system.cpu() - cpu0, 2), "cluster_cpu_s": round(cluster.cpu() - ccpu0, 2),
-              **writes_since(cluster, writes0), **restart_stages(watch, first, failed_at),
+              **costs.since(), **restart_stages(watch, first, failed_at),
               "most_pods_per_name": most_pods_per_name(watch)}
         return {"W1": w1, "W3": w3}
     finally:
@@ -521,14 +528,13 @@ def run_small(cluster: Cluster, system: System, size: dict) -> dict:
     n = size["small"] * 3
     watch = PodWatch(cluster.api)
     try:
-        cpu0, ccpu0, writes0 = system.cpu(), cluster.cpu(), cluster.writes()
+        costs = Costs(system, cluster)
         t0 = time.time()
         create_all(cluster.api, [small_job(f"small-{i}") for i in range(size["small"])])
         running = wait_for(f"{n} pods Running ({system.name})", lambda: (r := watch.live_running()) and len(r) >= n and r,
                            check=system.check)
         return {"W2": {"all_running_s": round(max(running.values()) - t0, 2), **bound_figures(watch, set(running)),
-                       "cpu_s": round(system.cpu() - cpu0, 2), "cluster_cpu_s": round(cluster.cpu() - ccpu0, 2),
-                       **writes_since(cluster, writes0)}}
+                       **costs.since()}}
     finally:
         watch.close()
 

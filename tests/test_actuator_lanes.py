@@ -213,3 +213,14 @@ def test_a_pod_condition_under_way_or_of_another_incarnation_is_never_dropped():
     admit_all(lanes, busy, old)
     _, gone = lanes.admit(bind("p1"))  # another pod of the same name
     assert gone == [] and old.state == WAITING
+
+
+def test_a_pod_command_of_another_incarnation_leaves_the_condition_to_its_own_bind():
+    lanes = Lanes()
+    busy = podgroup_update()
+    old = condition("p1", uid="old-uid")
+    admit_all(lanes, busy, old)
+    lanes.admit(bind("p1"))  # uid u-p1: another pod of the same name
+    mine = Item(o.BindPod(job="ns/j", seq=1, time=T, name="p1", uid="old-uid", node="n1"), "b:old", 0)
+    _, gone = lanes.admit(mine)
+    assert gone == [old] and old.state == SUPERSEDED

@@ -320,8 +320,7 @@ class ActuatorService:
             return
         item = Item(cmd, msg_id, index_of(msg_id), seq)
         item.done = asyncio.get_running_loop().create_future()
-        self._lanes.admit(item)  # no lane: ready at once
-        self._queue([item])
+        self._queue(self._lanes.admit(item)[0])  # no lane: ready at once
 
     def _admit(self, item: Item) -> None:
         item.done = asyncio.get_running_loop().create_future()

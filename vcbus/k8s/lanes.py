@@ -128,11 +128,6 @@ class Item:
         self.done: Any = None  # a future the service sets when it is over (for whoever waits on it)
         self.kept = 0.0  # when its stored copies were last received or kept alive (the service's clock)
 
-    @property
-    def barrier(self) -> bool:
-        """Whether the commands after it in its lane wait for it (a job-wide command, not a status write)."""
-        return self.lane is not None and self.pod is None and not self.trails
-
     def __repr__(self) -> str:
         return f"Item({type(self.cmd).__name__} {self.cmd.job} {self.pod or ''} {self.msg_id} {self.state})"
 
@@ -158,9 +153,10 @@ class Lanes:
         if status_object(item.cmd) is not None:
             gone = [other for other in lane if other.state in (WAITING, READY) and replaces(item.cmd, other.cmd)]
         elif item.cmd.__class__ in OVERTAKE_CONDITION:
-            condition = self._conditions.pop((item.lane, item.pod), None)
+            condition = self._conditions.get((item.lane, item.pod))
             if condition is not None and condition.state in (WAITING, READY) and overtakes_condition(item.cmd,
                                                                                                     condition.cmd):
+                del self._conditions[(item.lane, item.pod)]  # another incarnation's stays, for its own bind
                 gone = [condition]
         if gone:
             for other in gone:
