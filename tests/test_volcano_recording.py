@@ -51,3 +51,14 @@ def test_replay_ends_where_volcano_ended() -> None:
     # pkg/controllers/job/job_controller_actions.go), and Volcano's work queue coalesces requests that
     # vcbus decides one by one (docs/replay.md, "A log recorded from Volcano")
     assert [c["status"] for c in job["status"]["conditions"]] == [c["status"] for c in volcano["conditions"]]
+
+
+def test_record_script_names_missing_binaries(tmp_path: pathlib.Path) -> None:
+    """scripts/record-volcano-seed.py without Volcano's binaries: one line naming them, exit 2, nothing started."""
+    res = subprocess.run([sys.executable, str(ROOT / "scripts" / "record-volcano-seed.py"), "--volcano-bin", str(tmp_path),
+                          "-o", str(tmp_path / "out.jsonl")], capture_output=True, cwd=ROOT, timeout=60)
+    assert res.returncode == 2
+    err = res.stderr.decode()
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert f"--volcano-bin {tmp_path}: no executable vc-controller-manager, vc-scheduler there" in err
+    assert not (tmp_path / "out.jsonl").exists()
