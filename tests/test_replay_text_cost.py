@@ -18,6 +18,7 @@ import time
 
 from rich.text import Text
 
+from tests.ptyio import read_to_end
 from vcbus.cli.output import print_document
 from vcbus.cli.textcols import styled, table, wrap
 from vcbus.cli.timeline import print_report
@@ -87,15 +88,7 @@ def test_replay_on_a_terminal_is_in_colour_and_in_a_file_plain(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "vcbus.cli.main", "replay", str(SEED)], cwd=ROOT, stdin=child,
                             stdout=child, stderr=subprocess.DEVNULL, env={**env, "COLUMNS": "200"})
     os.close(child)
-    out = b""
-    while True:
-        try:
-            chunk = os.read(main, 65536)
-        except OSError:  # the child closed the terminal
-            break
-        if not chunk:
-            break
-        out += chunk
+    out = read_to_end(main)
     os.close(main)
     assert proc.wait(timeout=120) == 0
     assert b"\x1b[35mRestarting\x1b[0m" in out and b"\x1b[1mdefault/resnet-dist-train\x1b[0m" in out

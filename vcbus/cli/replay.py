@@ -57,6 +57,8 @@ Bad records (invalid JSON, a vcjob without namespace, a record the engine
 fails on) are reported on stderr one line each and skipped; the summary
 counts them and the exit code stays 0. --strict stops at the first (exit 2).
 A timestamp that is not RFC 3339 is treated as absent, with a warning.
+With stderr on a terminal, a replay that takes over a second shows there the
+record it has reached and how much of FILE it has read (cleared before the report).
 
 Exit codes: 0 ok; 1 with --compare when a divergence was found (one that Volcano's known
 delayed-action race explains is shown as such and does not count); 2 bad input
@@ -192,14 +194,22 @@ def replay(
             problems.append(msg)
 
     interruptible = follow or reading_stdin
+    progress = None
+    if not live:  # a line on a terminal's stderr while a long replay runs (vcbus/cli/progress.py)
+        from vcbus.cli.progress import ReplayProgress
+
+        progress = ReplayProgress.on_terminal(streams)
+    on_record = timeline.on_record if timeline else progress.on_record if progress else None
     previous = signal.signal(signal.SIGTERM, _interrupt) if interruptible else None  # SIGTERM as Ctrl-C
     try:
         result = replay_inputs(
             streams, explain=explain, until=stop, skip_invalid=not strict, on_problem=problem,
-            on_warning=warn, on_record=timeline.on_record if timeline else None,
+            on_warning=progress.interjecting(warn) if progress else warn, on_record=on_record,
             live=live, interruptible=interruptible,
         )
     finally:
+        if progress is not None:
+            progress.stop()
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
         for stream, _ in streams:
