@@ -1,7 +1,9 @@
 """The scheduler projection: Volcano's scheduler cache as a fold of VCBUS_K8S.
 
-`SchedulerCache` folds watch records of Nodes, Queues, PodGroups, Pods, PriorityClasses and
-Namespaces (their labels, for InterPodAffinity's namespaceSelector) into immutable facts (`statemachines.scheduler.model`); `snapshot()` hands a session a
+`SchedulerCache` folds watch records of Nodes, Queues, PodGroups, Pods, PriorityClasses,
+Namespaces (their labels, for InterPodAffinity's namespaceSelector), PVCs, PVs and StorageClasses
+(the volume checks), and Services, ReplicationControllers, ReplicaSets and StatefulSets (their
+selectors: system-default topology spreading) into immutable facts (`statemachines.scheduler.model`); `snapshot()` hands a session a
 consistent cut (shallow copies), so folding can go on while a session runs.
 
 The scheduler's own decisions are folded too (`apply_outputs`), the way Volcano's cache
@@ -45,6 +47,25 @@ from statemachines.scheduler.model import (
 from statemachines.scheduler.snapshot import Snapshot
 from statemachines.scheduler.tasks import TaskFact
 from statemachines.scheduler.volumes import ClaimFact, VolumeFact
+from statemachines.scheduler.workloads import workload_fact, workload_key
+
+
+def _fields(fact) -> object:
+    """A fact's value, to compare (ClaimFact and VolumeFact hold slots, the others are plain values)."""
+    slots = getattr(type(fact), "__slots__", None)
+    return tuple(getattr(fact, name) for name in slots) if slots else fact
+
+
+def _dump(fact) -> dict[str, Any]:
+    """A slotted fact (ClaimFact, VolumeFact) as JSON-able data (sets sorted)."""
+    out: dict[str, Any] = {}
+    for name in type(fact).__slots__:
+        value = getattr(fact, name)
+        if name == "topologies":
+            value = [[key, sorted(zones)] for key, zones in value]
+        out[name] = value
+    return out
+
 
 BIND_TIMEOUT = 120  # seconds of record time before an unconfirmed bind is forgotten
 DEFAULT_SCHEDULER_NAMES = ("volcano",)
@@ -66,7 +87,9 @@ class SchedulerCache:
         self.images = ImageStates()  # the nodes' status.images, for ImageLocality
         self.claims: dict[str, ClaimFact] = {}  # PVCs, PVs and StorageClasses: the volume checks
         self.volumes: dict[str, VolumeFact] = {}
-        self.storage_classes: dict[str, str | None] = {}  # name -> volumeBindingMode
+        self.storage_classes: dict[str, tuple[str | None]] = {}  # name -> (volumeBindingMode,)
+        self.workloads: dict[str, tuple[str, str, object]] = {}  # Services, RCs, RSs, StatefulSets: their selectors
+        self.revision = 0  # changes to the namespaces, volume facts and workloads (`_put`)
         self._observed: dict[str, TaskFact] = {}  # pods as their last record shows them
         self._binds: dict[str, tuple[str, str, str]] = {}  # pod key -> (uid, node, time) assumed Binding
         self._evicts: dict[str, str] = {}  # pod key -> uid assumed Releasing
@@ -111,11 +134,10 @@ class SchedulerCache:
                         self.classes[obj.metadata.name] = (obj.value, obj.global_default)
                 elif isinstance(obj, (so.PersistentVolumeClaim, so.PersistentVolume, so.StorageClass)):
                     self._volume(obj, deleted)
+                elif isinstance(obj, so.WORKLOAD_KINDS):
+                    self._put(self.workloads, workload_key(obj), None if deleted else workload_fact(obj))
                 elif isinstance(obj, so.Namespace):
-                    if deleted:
-                        self.namespaces.pop(obj.metadata.name, None)
-                    else:
-                        self.namespaces[obj.metadata.name] = dict(obj.metadata.labels or {})
+                    self._put(self.namespaces, obj.metadata.name, None if deleted else dict(obj.metadata.labels or {}))
             except ValueError as err:  # a quantity that does not parse
                 raise RecordError(str(err)) from None
             self.time = when
@@ -136,20 +158,24 @@ class SchedulerCache:
     def _volume(self, obj, deleted: bool) -> None:
         meta = obj.metadata
         if isinstance(obj, so.PersistentVolumeClaim):
-            key = f"{meta.namespace}/{meta.name}"
-            if deleted:
-                self.claims.pop(key, None)
-            else:
-                self.claims[key] = ClaimFact(obj)
+            self._put(self.claims, f"{meta.namespace}/{meta.name}", None if deleted else ClaimFact(obj))
         elif isinstance(obj, so.PersistentVolume):
-            if deleted:
-                self.volumes.pop(meta.name, None)
-            else:
-                self.volumes[meta.name] = VolumeFact(obj)
-        elif deleted:
-            self.storage_classes.pop(meta.name, None)
+            self._put(self.volumes, meta.name, None if deleted else VolumeFact(obj))
         else:
-            self.storage_classes[meta.name] = obj.volume_binding_mode
+            self._put(self.storage_classes, meta.name, None if deleted else (obj.volume_binding_mode,))
+
+    def _put(self, facts: dict, key: str, fact) -> None:
+        """Set (None: remove) one fact of the kinds a session reads beside nodes, queues, PodGroups and
+        pods; `revision` counts the changes, so the scheduler service's fingerprint sees them."""
+        old = facts.get(key)
+        if fact is None:
+            if key in facts:
+                del facts[key]
+                self.revision += 1
+            return
+        if old is None or _fields(old) != _fields(fact):
+            self.revision += 1
+        facts[key] = fact
 
     def _queue(self, queue: so.Queue, deleted: bool) -> None:
         name = queue.metadata.name
@@ -278,7 +304,8 @@ class SchedulerCache:
             namespaces=dict(self.namespaces),
             claims=dict(self.claims),
             volumes=dict(self.volumes),
-            storage_classes=dict(self.storage_classes),
+            storage_classes={name: mode for name, (mode,) in self.storage_classes.items()},
+            workloads=dict(self.workloads),
             emitted=dict(self.emitted),
             bound=dict(self.bound),
             time=self.time,
@@ -294,4 +321,8 @@ class SchedulerCache:
             "pods": {k: self.tasks[k].dump() for k in sorted(self.tasks)},
             "priorityClasses": {k: list(self.classes[k]) for k in sorted(self.classes)},
             "namespaces": {k: dict(sorted(self.namespaces[k].items())) for k in sorted(self.namespaces)},
+            "claims": {k: _dump(self.claims[k]) for k in sorted(self.claims)},
+            "volumes": {k: _dump(self.volumes[k]) for k in sorted(self.volumes)},
+            "storageClasses": {k: self.storage_classes[k][0] for k in sorted(self.storage_classes)},
+            "workloads": {k: list(self.workloads[k]) for k in sorted(self.workloads)},
         }

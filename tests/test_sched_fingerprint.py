@@ -52,3 +52,38 @@ def test_a_fresh_fingerprint_of_a_cache_folded_alike_agrees():
     a.apply_object("MODIFIED", node("n2", cpu="2"))
     b.apply_object("MODIFIED", node("n2", cpu="2"))
     assert fp.of(a) == Fingerprint().of(b)
+
+
+def test_the_facts_beside_nodes_queues_podgroups_and_pods_change_it_too():
+    """Namespaces, PVCs, PVs, StorageClasses, Services and the pods' controllers are read by a session
+    (namespaceSelector, the volume checks, default spreading): a change to one is something new to
+    schedule on (a claim bound since the last session lets its pods go), an equal record is not."""
+    cache, fp = cluster(), Fingerprint()
+    claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data", "namespace": "default"},
+             "spec": {"storageClassName": "fast"}}
+    bound = copy.deepcopy(claim)
+    bound["spec"]["volumeName"] = "pv"
+    bound["metadata"]["annotations"] = {"pv.kubernetes.io/bind-completed": "yes"}
+    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s", "namespace": "default"},
+               "spec": {"selector": {"app": "a"}}}
+    steps = [
+        ("ADDED", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team", "labels": {"t": "x"}}}),
+        ("MODIFIED", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team", "labels": {"t": "y"}}}),
+        ("ADDED", claim),
+        ("MODIFIED", bound),
+        ("ADDED", {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "fast"}}),
+        ("ADDED", {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv"}}),
+        ("ADDED", service),
+        ("ADDED", {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "r", "namespace": "default"},
+                   "spec": {"selector": {"matchLabels": {"app": "a"}}}}),
+        ("DELETED", service),
+    ]
+    seen = [fp.of(cache)]
+    plain = [whole(cache)]
+    for event, obj in steps:
+        cache.apply_object(event, copy.deepcopy(obj))
+        seen.append(fp.of(cache))
+        plain.append(whole(cache))
+        assert seen[-1] != seen[-2] and plain[-1] != plain[-2], (event, obj["kind"])
+    cache.apply_object("MODIFIED", copy.deepcopy(bound))  # the same claim again: nothing new
+    assert fp.of(cache) == seen[-1] and whole(cache) == plain[-1]

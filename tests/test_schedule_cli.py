@@ -129,11 +129,14 @@ def test_watch_log_as_json_lines_from_standard_input():
 
 
 def test_yaml_from_standard_input_and_other_kinds_are_ignored():
-    extra = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "resnet-dist-train", "namespace": "default"}}
-    text = TWO.read_text() + "---\n" + yaml.safe_dump(extra)
+    extra = [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "resnet-dist-train", "namespace": "default"}},
+             {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "resnet-dist-train", "namespace": "default"},
+              "spec": {"selector": {"volcano.sh/job-name": "resnet-dist-train"}}}]
+    text = TWO.read_text() + "---\n" + yaml.safe_dump_all(extra)
     check_two_nodes(schedule_json("-", stdin=text.encode()))
     res = vcbus("schedule", "-", stdin=text.encode())
-    assert res.returncode == 0 and "ignored 1 Service" in res.stdout.decode()
+    first = res.stdout.decode().splitlines()[0]
+    assert res.returncode == 0 and first.endswith("3 Pods, 1 Service; ignored 1 ConfigMap"), first
 
 
 # ------------------------------------------------------------------ text output

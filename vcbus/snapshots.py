@@ -10,7 +10,8 @@ A snapshot comes in one of three forms, told apart by their first bytes:
 
 Manifest objects are folded as `ADDED` in file order (a later object with the same kind and
 name replaces the earlier one). The kinds the scheduler reads (Node, Queue, PodGroup, Pod,
-PriorityClass, Namespace, PersistentVolumeClaim, PersistentVolume, StorageClass) and vcjobs (so a
+PriorityClass, Namespace, PersistentVolumeClaim, PersistentVolume, StorageClass, Service,
+ReplicationController, ReplicaSet, StatefulSet) and vcjobs (so a
 job can be named by its vcjob) are kept as plain dicts in
 `Snapshot.objects`, so the offline cluster can show the scheduler's decisions between
 sessions; other kinds are counted and ignored.
@@ -36,7 +37,8 @@ from vcbus.watchlog import read_records
 
 
 SCHEDULER_KINDS = frozenset({"Node", "Queue", "PodGroup", "Pod", "PriorityClass", "Namespace", "PersistentVolumeClaim",
-                             "PersistentVolume", "StorageClass"})
+                             "PersistentVolume", "StorageClass", "Service", "ReplicationController", "ReplicaSet",
+                             "StatefulSet"})
 KEPT_KINDS = SCHEDULER_KINDS | {"Job"}
 CLUSTER_SCOPED = frozenset({"Node", "Queue", "PriorityClass", "Namespace", "PersistentVolume", "StorageClass"})
 VCJOB_API = "batch.volcano.sh/v1alpha1"

@@ -1,5 +1,6 @@
 """Views of the objects the scheduler folds (Node, Queue, PodGroup, Pod, PriorityClass, Namespace,
-PersistentVolumeClaim, PersistentVolume, StorageClass) and
+PersistentVolumeClaim, PersistentVolume, StorageClass, and the Services, ReplicationControllers,
+ReplicaSets and StatefulSets whose selectors give a pod its system-default topology spreading) and
 the decoding of one watch record into them.
 
 Each view keeps only what Volcano's scheduler cache reads (`pkg/scheduler/cache/event_handlers.go`);
@@ -351,8 +352,45 @@ class StorageClass(Struct, frozen=True, tag_field="kind", tag="StorageClass", re
     volume_binding_mode: str | None = None
 
 
+# ---------------------------------------------------------------- workloads (system-default spreading)
+
+
+class ServiceSpec(Struct, frozen=True, rename="camel", gc=False):
+    selector: dict[str, str] | None = None
+
+
+class Service(Struct, frozen=True, tag_field="kind", tag="Service", rename="camel", gc=False):
+    """A Service, for its selector (PodTopologySpread's system-default constraints)."""
+
+    api_version: str = ""
+    metadata: Meta = Meta()
+    spec: ServiceSpec = ServiceSpec()
+
+
+class ReplicationController(Service, tag="ReplicationController"):
+    """A ReplicationController: its selector is a plain label map too."""
+
+
+class WorkloadSpec(Struct, frozen=True, rename="camel", gc=False):
+    selector: LabelSelector | None = None
+
+
+class ReplicaSet(Struct, frozen=True, tag_field="kind", tag="ReplicaSet", rename="camel", gc=False):
+    """A ReplicaSet, for its label selector (system-default spreading of the pods it controls)."""
+
+    api_version: str = ""
+    metadata: Meta = Meta()
+    spec: WorkloadSpec = WorkloadSpec()
+
+
+class StatefulSet(ReplicaSet, tag="StatefulSet"):
+    """A StatefulSet: a label selector, as a ReplicaSet's."""
+
+
+WORKLOAD_KINDS = (Service, ReplicationController, ReplicaSet, StatefulSet)
+
 SchedObject = Union[Node, Queue, PodGroup, Pod, PriorityClass, Namespace, PersistentVolumeClaim, PersistentVolume,
-                    StorageClass]
+                    StorageClass, Service, ReplicationController, ReplicaSet, StatefulSet]
 
 API_VERSIONS = {
     "Node": "v1",
@@ -364,6 +402,10 @@ API_VERSIONS = {
     "PersistentVolumeClaim": "v1",
     "PersistentVolume": "v1",
     "StorageClass": "storage.k8s.io/v1",
+    "Service": "v1",
+    "ReplicationController": "v1",
+    "ReplicaSet": "apps/v1",
+    "StatefulSet": "apps/v1",
 }
 
 WATCH_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED"})
@@ -387,7 +429,9 @@ _typed = msgspec.json.Decoder(_Envelope)
 _generic = msgspec.json.Decoder()
 _convert_types = {"Node": Node, "Queue": Queue, "PodGroup": PodGroup, "Pod": Pod, "PriorityClass": PriorityClass,
                   "Namespace": Namespace, "PersistentVolumeClaim": PersistentVolumeClaim,
-                  "PersistentVolume": PersistentVolume, "StorageClass": StorageClass}
+                  "PersistentVolume": PersistentVolume, "StorageClass": StorageClass, "Service": Service,
+                  "ReplicationController": ReplicationController, "ReplicaSet": ReplicaSet,
+                  "StatefulSet": StatefulSet}
 
 
 def decode(data: bytes) -> Record | None:

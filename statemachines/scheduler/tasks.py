@@ -15,7 +15,6 @@ from statemachines.scheduler import objects as o
 from statemachines.scheduler.constraints import compile_constraints
 from statemachines.scheduler.images import pod_images
 from statemachines.scheduler.labels import requirements, selector_terms
-from statemachines.scheduler.volumes import pod_claims
 from statemachines.scheduler.model import (
     DEFAULT_MEMORY,
     DEFAULT_MILLI_CPU,
@@ -29,6 +28,8 @@ from statemachines.scheduler.model import (
     task_status,
 )
 from statemachines.scheduler.resources import PODS, Res, from_resource_list
+from statemachines.scheduler.volumes import pod_claims
+from statemachines.scheduler.workloads import controller_of
 
 
 class Placement:
@@ -156,6 +157,7 @@ class TaskFact:
         "images",
         "containers",
         "claims",
+        "controller",
     )
 
     def __init__(self, pod: o.Pod) -> None:
@@ -208,6 +210,7 @@ class TaskFact:
         self.score_sig = (self.req.key(), self.nz_cpu, self.nz_mem, self.images, self.containers)
         self.labels = labels
         self.constraints, self.unevaluated = compile_constraints(spec, meta.namespace, labels)
+        self.controller = controller_of(meta)  # a ReplicationController, ReplicaSet or StatefulSet: default spreading
         self.scheduled_condition: tuple[str, str] | None = None  # PodScheduled=False (reason, message)
         for cond in pod.status.conditions or ():
             if cond.type == "PodScheduled" and cond.status == "False":

@@ -122,6 +122,8 @@ class Fingerprint:
                 kept[(kind, key)] = (fact, raw)
                 digest.update(b"%d:%s%d:" % (len(key), key.encode(), len(raw)) + raw)
         digest.update(_encode({k: list(v) for k, v in cache.classes.items()}))
+        # namespaces, PVCs, PVs, StorageClasses, Services and the workloads: counted changes, not dumped
+        digest.update(b"revision:%d" % cache.revision)
         self._memo = kept
         return digest.digest()
 

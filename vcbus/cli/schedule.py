@@ -12,10 +12,14 @@ HELP = """Run Volcano scheduling sessions over a snapshot of a cluster, offline,
 
 \b
 INPUT (a file, or - for standard input) is one of
-  - a v1 List, JSON or YAML:  kubectl get nodes,queues,podgroups,pods,priorityclasses -A -o json
-  - YAML documents of Nodes, Queues, PodGroups, Pods (spec.nodeName for bound pods), PriorityClasses
+  - a v1 List, JSON or YAML:  kubectl get KINDS -A -o json
+  - YAML documents of those kinds (spec.nodeName for bound pods)
   - a watch log, as `vcbus replay` reads it (the last state of each object is the snapshot)
-Other kinds are ignored. The scheduler configuration is Volcano's default (the helm install's
+with KINDS the ones the scheduler reads:
+  nodes,queues,podgroups,pods,priorityclasses,namespaces,pvc,pv,storageclasses,services,rc,rs,sts
+(namespaces for pod affinity's namespaceSelector; pvc, pv and storageclasses for the volume checks;
+services, rc, rs and sts for the default topology spreading); vcjobs are read to name a job by its
+vcjob. Other kinds are ignored. The scheduler configuration is Volcano's default (the helm install's
 volcano-scheduler.conf) unless --config names another (the .conf YAML, or its ConfigMap).
 
 \b
@@ -29,7 +33,8 @@ Examples:
   vcbus schedule examples/scheduler/three-nodes.yaml --sessions 2     # binds, then Running
   vcbus schedule examples/scheduler/two-nodes.yaml --json | jq '.podGroups[].conditions'
   vcbus schedule watch.log --config volcano-scheduler.conf
-  kubectl get nodes,queues,podgroups,pods,priorityclasses -A -o json | vcbus schedule -
+  kubectl get nodes,queues,podgroups,pods,priorityclasses,namespaces,pvc,pv,storageclasses,services,rc,rs,sts \\
+    -A -o json | vcbus schedule -
 
 \b
 -o json (or --json) prints one object, -o yaml the same as YAML:

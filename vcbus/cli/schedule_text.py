@@ -67,12 +67,19 @@ def session_block(number: int, result: Any, time: str) -> list[str]:  # noqa: AN
 
 
 def plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
+    return f"{n} {word}{'' if n == 1 else 'es' if word.endswith('s') else 's'}"
+
+
+ALWAYS_COUNTED = ("Node", "Queue", "PodGroup", "Pod")
+# the other kinds the scheduler reads, named when the input holds any
+ALSO_COUNTED = ("PriorityClass", "Namespace", "PersistentVolumeClaim", "PersistentVolume", "StorageClass", "Service",
+                "ReplicationController", "ReplicaSet", "StatefulSet")
 
 
 def snapshot_line(snap: Any) -> str:  # noqa: ANN401 - a vcbus.snapshots.Snapshot
     """What the input held (say it before the sessions add to it)."""
-    counts = ", ".join(plural(len(snap.of_kind(k)), k) for k in ("Node", "Queue", "PodGroup", "Pod"))
+    counts = ", ".join([plural(len(snap.of_kind(k)), k) for k in ALWAYS_COUNTED]
+                       + [plural(n, k) for k in ALSO_COUNTED if (n := len(snap.of_kind(k)))])
     ignored = ", ".join(f"{n} {k}" for k, n in sorted(snap.ignored.items()))
     return f"{snap.source} ({snap.form}): {counts}" + (f"; ignored {ignored}" if ignored else "")
 

@@ -10,7 +10,8 @@ value, which cannot change a choice.
 
 Also normalized over the candidates: InterPodAffinity (the pod's preferred pod (anti-)affinity
 terms against the placed pods, and the placed pods' preferred terms against the pod) and
-PodTopologySpread (the pod's ScheduleAnyway constraints), times `podaffinity.weight` (2) and
+PodTopologySpread (the pod's ScheduleAnyway constraints, or the system-default ones for a pod a
+Service, ReplicationController, ReplicaSet or StatefulSet selects), times `podaffinity.weight` (2) and
 `podtopologyspread.weight` (2), from the counts the predicates' InterPodAffinity and
 PodTopologySpread filters keep (`plugins/interpod.py`, `plugins/spread.py`); each applies only
 to a pod it can score (otherwise every node gets the same value).
@@ -19,10 +20,6 @@ ImageLocality (`images.image_score`: the pod's images the node holds, by size an
 of nodes holding them), per node and not normalized, times `imagelocality.weight` (1), as Volcano
 runs it among its NodeOrderFn plugins; added only when some node reports images (otherwise it is 0
 everywhere).
-
-Not computed: the system-default
-spread constraints Volcano's PodTopologySpread gives a pod without constraints of its own that a
-Service, ReplicaSet, StatefulSet or ReplicationController selects (vcbus does not fold those).
 """
 
 from __future__ import annotations
@@ -174,13 +171,14 @@ def pod_affinity(ssn: Session, weight: int):
 
 
 def topology_spread(ssn: Session, weight: int):
-    """PodTopologySpread's score of the ScheduleAnyway constraints (`podtopologyspread/scoring.go`):
-    the raw scores, then its NormalizeScore (a node without the constraints' keys 0; otherwise
-    100 * (max + min - score) // max over the others, 100 when the max is 0), times `weight`."""
+    """PodTopologySpread's score of the ScheduleAnyway constraints, the pod's own or the system-default
+    ones (`podtopologyspread/scoring.go`): the raw scores, then its NormalizeScore (a node without
+    the constraints' keys when they are required 0; otherwise 100 * (max + min - score) // max over
+    the others, 100 when the max is 0), times `weight`."""
     spread = pod_indexes(ssn).spread()
 
     def needed(fact) -> bool:
-        return fact.constraints is not None and bool(fact.constraints.soft_spread)
+        return spread.soft(fact) is not None
 
     def score(fact, nodes: list[NodeState]) -> list[float]:
         raw = spread.raw_scores(fact, nodes)

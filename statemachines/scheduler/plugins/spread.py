@@ -10,6 +10,11 @@ selector, not being deleted, on its eligible nodes. A node fails when its domain
 one if the pod matches its own selector, exceeds the smallest domain's count by more than
 maxSkew (the smallest is 0 while there are fewer domains than minDomains). Per-node match
 counts are kept incrementally from the session's allocate events.
+
+The score also applies kube-scheduler's system-default constraints to a pod without constraints of
+its own, over the selector of the Services, ReplicationControllers, ReplicaSets and StatefulSets
+that select it (`statemachines.scheduler.workloads`), as Volcano configures it (`defaultingType:
+System`); the filter has none to apply (they are all ScheduleAnyway).
 """
 
 from __future__ import annotations
@@ -17,11 +22,13 @@ from __future__ import annotations
 import math
 from typing import Callable
 
+from statemachines.scheduler.constraints import Spread
 from statemachines.scheduler.fiterrors import UNRESOLVABLE, UNSCHEDULABLE
 from statemachines.scheduler.labels import matches
+from statemachines.scheduler.objects import TopologySpreadConstraint
 from statemachines.scheduler.plugins.interpod import Buckets, Placed
+from statemachines.scheduler.workloads import HOSTNAME, SYSTEM_DEFAULT, Workloads
 
-HOSTNAME = "kubernetes.io/hostname"
 CONSTRAINTS = "node(s) didn't match pod topology spread constraints"
 MISSING_LABEL = CONSTRAINTS + " (missing required label)"
 
@@ -49,6 +56,8 @@ class TopologySpread:
         self.counts: dict[tuple, NodeCounts] = {}
         self.buckets = Buckets()
         self.eligible: dict[tuple, list] = {}
+        self.workloads = Workloads(ssn.snapshot.workloads)
+        self.defaults: dict[tuple, tuple[Spread, ...]] = {}
 
     def _counts(self, namespace: str, selector) -> NodeCounts:
         key = (namespace, selector)
@@ -84,20 +93,41 @@ class TopologySpread:
             ]
         return nodes
 
+    def soft(self, fact) -> tuple[tuple[Spread, ...], bool] | None:
+        """The pod's ScheduleAnyway constraints and whether a scored node must carry every key
+        (`requireAllTopologies`), or None when it has none: its own, or, when it has no
+        constraints at all, the system-default ones over its DefaultSelector (kube-scheduler's
+        `buildDefaultConstraints`), which do not require the keys."""
+        constraints = fact.constraints
+        if constraints is not None and (constraints.spread or constraints.soft_spread):
+            return (constraints.soft_spread, True) if constraints.soft_spread else None
+        selector = self.workloads.selector(fact)
+        if selector is None:
+            return None
+        defaults = self.defaults.get(selector)
+        if defaults is None:
+            defaults = self.defaults[selector] = tuple(
+                Spread(TopologySpreadConstraint(max_skew=skew, topology_key=key, when_unsatisfiable="ScheduleAnyway"),
+                       selector)
+                for key, skew in SYSTEM_DEFAULT
+            )
+        return defaults, False
+
     def raw_scores(self, fact, candidates: list) -> list[int | None] | None:
         """kube-scheduler's PreScore and Score (`podtopologyspread/scoring.go`) for the pod's
-        ScheduleAnyway constraints over the candidate nodes: per node (None for a node without every
-        constraint's key, which NormalizeScore gives 0), the sum over the constraints of the matching
-        pods in its domain times log(domains + 2), plus maxSkew - 1, rounded. A hostname
-        constraint counts the node's own pods, over as many domains as scored nodes; another
-        counts, per value of the candidates, the pods on every node with that value that carries
-        all the keys and passes the constraint's inclusion policies. None when the pod has no such
-        constraint."""
-        constraints = fact.constraints
-        if constraints is None or not constraints.soft_spread:
+        ScheduleAnyway constraints (`soft`) over the candidate nodes: per node (None for a node
+        without every constraint's key when they are required, which NormalizeScore gives 0), the
+        sum over the constraints whose key the node carries of the matching pods in its domain times
+        log(domains + 2), plus maxSkew - 1, rounded. A hostname constraint counts the node's own
+        pods, over as many domains as scored nodes; another counts, per value of the candidates
+        (the empty value for those without the key, when the keys are not required), the pods on
+        every node with that value that passes the constraint's inclusion policies (and carries
+        all the keys, when required). None when the pod has no such constraint."""
+        found = self.soft(fact)
+        if found is None:
             return None
-        soft = constraints.soft_spread
-        keys = tuple(dict.fromkeys(s.topology_key for s in soft))
+        soft, require_all = found
+        keys = tuple(dict.fromkeys(s.topology_key for s in soft)) if require_all else ()
         scored = [node for node in candidates if all(k in node.fact.labels for k in keys)]
         terms = []
         for s in soft:
@@ -106,9 +136,9 @@ class TopologySpread:
             if key == HOSTNAME:
                 terms.append((key, None, counts, math.log(len(scored) + 2), s.max_skew - 1))
                 continue
-            domains = dict.fromkeys((node.fact.labels[key] for node in scored), 0)
+            domains = dict.fromkeys((node.fact.labels.get(key, "") for node in scored), 0)
             for node in self._eligible(fact, keys, s.honor_affinity, s.honor_taints):
-                value = node.fact.labels[key]
+                value = node.fact.labels.get(key, "")
                 if value in domains:
                     domains[value] += counts[node.index]
             terms.append((key, domains, counts, math.log(len(domains) + 2), s.max_skew - 1))
@@ -120,6 +150,8 @@ class TopologySpread:
                 continue
             score = 0.0
             for key, domains, counts, weight, skew in terms:
+                if key not in labels:
+                    continue
                 n = counts[node.index] if domains is None else domains[labels[key]]
                 score += n * weight + skew
             out.append(math.floor(score + 0.5))  # Go's math.Round of a non-negative score
