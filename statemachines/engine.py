@@ -24,8 +24,8 @@ A record's path, top-down:
 
 Volcano's other controllers (statemachines/queues/, garbagecollector.py,
 statemachines/podgroups/: PodGroups for pods no vcjob made, statemachines/cronjobs/:
-CronJobs, with their vcjob records and their timers on the same heap) fold the same
-records beside it.
+CronJobs, with their vcjob records and their timers on the same heap, statemachines/jobflows/:
+JobFlows and JobTemplates, with their vcjob records) fold the same records beside it.
 """
 
 from __future__ import annotations
@@ -44,7 +44,9 @@ from statemachines.intake.jobs import on_job
 from statemachines.intake.podgroups import on_podgroup
 from statemachines.intake.pods import on_pod
 from statemachines.job.causes import phase_cause
+from statemachines.jobflows.controller import JobFlowController
 from statemachines.model.cronjob import CronJobRecord
+from statemachines.model.jobflow import FlowRecord, JobFlow, JobTemplate
 from statemachines.model.objects import OWNER_KINDS, Command, Job, Pod, PodGroup, Queue, job_key
 from statemachines.model.record_time import object_time
 from statemachines.model.records import Decoded, Observed, TimerRecord
@@ -83,6 +85,8 @@ class Engine:
     - `cronjobs`: False leaves Volcano's cronjob controller out (CronJob records are counted as
       ignored): the bus's partition deciders with N > 1, none of which sees every vcjob record a
       CronJob's runs make.
+    - `jobflows`: False leaves Volcano's jobflow and jobtemplate controllers out (their records are
+      counted as ignored), for the same reason.
     """
 
     def __init__(
@@ -97,6 +101,7 @@ class Engine:
         queue_controller: bool = True,
         scheduler_names: tuple[str, ...] = SCHEDULER_NAMES,
         cronjobs: bool = True,
+        jobflows: bool = True,
     ) -> None:
         if timers not in ("by-time", "recorded"):
             raise ValueError(f"timers must be 'by-time' or 'recorded', not {timers!r}")
@@ -124,6 +129,7 @@ class Engine:
         self.gc = GarbageCollector(self)
         self.podgroup_controller = PodGroupController(self, scheduler_names)
         self.cronjob_controller = CronJobController(self) if cronjobs else None
+        self.jobflow_controller = JobFlowController(self) if jobflows else None
 
     # ------------------------------------------------------------------ what the controllers use
 
@@ -185,6 +191,8 @@ class Engine:
                 run_timer(self, timer)
         elif type(record) is CronJobRecord:
             self._cronjob(record)
+        elif type(record) is FlowRecord:
+            self._flow(record)
         else:  # Ignored
             self.ignored += 1
         return out
@@ -215,6 +223,8 @@ class Engine:
             self.gc.job(rtype, obj)
             if self.cronjob_controller is not None:
                 self.cronjob_controller.job(rtype, obj)
+            if self.jobflow_controller is not None:
+                self.jobflow_controller.job(rtype, obj)
         elif type(obj) is PodGroup:
             on_podgroup(self, rtype, obj)
             self.queue_controller.podgroup(rtype, obj)
@@ -240,14 +250,22 @@ class Engine:
         if self.cronjob_controller is None:
             self.ignored += 1
             return
-        when = record.time or object_time(record.object)
-        if when:
-            self._advance(normalize(when))
-        if self.by_time:
-            self.fire_due(self.now)
+        self._reach(record.time or object_time(record.object))
         self.cronjob_controller.cronjob(record.type, record.object, record.zones)
         if self.by_time:
             self.fire_due(self.now)
+
+    def _flow(self, record: FlowRecord) -> None:
+        """A JobFlow or JobTemplate record: the log's time moves (due timers fire first), then its controller."""
+        if self.jobflow_controller is None:
+            self.ignored += 1
+            return
+        self._reach(record.time or object_time(record.object))
+        obj = record.object
+        if type(obj) is JobFlow:
+            self.jobflow_controller.jobflow(record.type, obj)
+        elif type(obj) is JobTemplate:
+            self.jobflow_controller.template(record.type, obj)
 
     def finish(self, until: str | None = None) -> list[o.Output]:
         """End of input: fire timers due by `until` (by-time mode); later ones stay pending."""
@@ -270,6 +288,13 @@ class Engine:
 
     def pending_timers(self) -> list[Timer]:
         return self.timers.pending()
+
+    def _reach(self, when: str | None) -> None:
+        """The log's time moves to a record's (if later); in by-time mode the timers it passed fire."""
+        if when:
+            self._advance(normalize(when))
+        if self.by_time:
+            self.fire_due(self.now)
 
     def _advance(self, when: str) -> None:
         if when > self.now:

@@ -47,3 +47,31 @@ class GuardModel:
         self.check = check
         for name, fn in guards.items():
             setattr(self, name, lambda fn=fn: fn(self.check))
+
+
+def declare(states: list[str], transitions: list[dict], initial: str, model: object = None,
+            cls: type = Machine) -> Machine:
+    """A machine as every machine of statemachines/ is declared: no automatic transitions, queued,
+    an invalid trigger an error. Pass a model only to drive it (tests, diagrams)."""
+    return cls(
+        model=model,
+        states=states,
+        transitions=transitions,
+        initial=initial,
+        auto_transitions=False,
+        queued=True,
+        ignore_invalid_triggers=False,
+    )
+
+
+def fire_through(build: Callable[[object, str], Machine], guards: Mapping[str, Callable[[Any], bool]],
+                 state: str, trigger: str, check: Any) -> str:
+    """The state after `trigger` fired through the real `transitions.Machine` that `build(model, state)`
+    makes (slow; the tests compare the compiled graph with it). MachineError when no transition is declared."""
+    model = GuardModel(guards, check)
+    machine = build(model, state)
+    try:
+        model.trigger(trigger)
+    finally:
+        machine.remove_model(model)
+    return model.state

@@ -20,6 +20,7 @@ import msgspec
 from msgspec import Struct
 
 from statemachines.model.cronjob import CronJobStatus
+from statemachines.model.jobflow import JobFlowStatus, JobTemplateStatus
 from statemachines.model.status import JobStatus
 
 
@@ -284,6 +285,24 @@ class CronJobRunChanged(Output, tag="cronjob.run.changed.v1", kw_only=True):
     cause: str = ""
 
 
+# Volcano's jobflow and jobtemplate controllers (statemachines/jobflows/). Every output's `job` is the
+# JobFlow's (or JobTemplate's) `<namespace>/<name>`; its events on the JobFlow are `RecordEvent` (kind JobFlow).
+
+
+class JobFlowStateChanged(Output, tag="jobflow.state.changed.v1", kw_only=True):
+    """The JobFlow machine moved (statemachines/jobflows/machine.py): `status.state.phase`, or Deleted."""
+
+    from_state: str = ""
+    to_state: str = ""
+    cause: str = ""
+
+
+class JobFlowSyncFailed(Output, tag="jobflow.sync.failed.v1", kw_only=True):
+    """A JobFlow's sync stopped before its status write (a JobTemplate not found, a phase Volcano does not know)."""
+
+    message: str
+
+
 DOMAIN_EVENTS = (
     JobObserved,
     JobDeleted,
@@ -308,6 +327,8 @@ DOMAIN_EVENTS = (
     RecordRetried,
     CronJobStateChanged,
     CronJobRunChanged,
+    JobFlowStateChanged,
+    JobFlowSyncFailed,
 )
 
 # ------------------------------------------------------------------ commands
@@ -528,6 +549,47 @@ class UpdateCronJobStatus(Output, tag="cmd.cronjob.status.v1", kw_only=True):
     resource_version: str = ""
 
 
+# Volcano's jobflow and jobtemplate controllers' commands (statemachines/jobflows/).
+
+
+class CreateJobFlowJob(Output, tag="cmd.jobflow.job.create.v1", kw_only=True):
+    """Create the vcjob `name` in the JobFlow's namespace from the JobTemplate `template`, controlled by the
+    JobFlow `jobflow` (`jobflow_uid`), as Volcano's loadJobTemplateAndSetJob makes it."""
+
+    name: str
+    jobflow: str
+    jobflow_uid: str
+    template: str = ""
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    spec: dict[str, Any] = {}
+
+
+class DeleteJobFlowJob(Output, tag="cmd.jobflow.job.delete.v1", kw_only=True):
+    """Delete the vcjob `name` of a Succeed JobFlow whose jobRetainPolicy is delete (uid precondition)."""
+
+    name: str
+    uid: str = ""
+
+
+class UpdateJobFlowStatus(Output, tag="cmd.jobflow.status.v1", kw_only=True):
+    """Replace the JobFlow's status; `uid`/`resource_version` name the JobFlow it was computed from."""
+
+    name: str
+    status: JobFlowStatus
+    uid: str = ""
+    resource_version: str = ""
+
+
+class UpdateJobTemplateStatus(Output, tag="cmd.jobtemplate.status.v1", kw_only=True):
+    """Replace the JobTemplate's status (`jobDependsOnList`: the vcjobs made from it); `uid` names the JobTemplate."""
+
+    name: str
+    status: JobTemplateStatus
+    uid: str = ""
+    resource_version: str = ""
+
+
 COMMANDS = (
     CreatePod,
     CreatePVC,
@@ -552,6 +614,10 @@ COMMANDS = (
     CreateCronJobRun,
     DeleteCronJobRun,
     UpdateCronJobStatus,
+    CreateJobFlowJob,
+    DeleteJobFlowJob,
+    UpdateJobFlowStatus,
+    UpdateJobTemplateStatus,
 )
 
 DomainEvent = Union[
@@ -578,6 +644,8 @@ DomainEvent = Union[
     RecordRetried,
     CronJobStateChanged,
     CronJobRunChanged,
+    JobFlowStateChanged,
+    JobFlowSyncFailed,
 ]
 CommandOut = Union[
     CreatePod,
@@ -603,6 +671,10 @@ CommandOut = Union[
     CreateCronJobRun,
     DeleteCronJobRun,
     UpdateCronJobStatus,
+    CreateJobFlowJob,
+    DeleteJobFlowJob,
+    UpdateJobFlowStatus,
+    UpdateJobTemplateStatus,
 ]
 AnyOutput = Union[DomainEvent, CommandOut]
 

@@ -59,6 +59,9 @@ def webhook(k8s, k8s_namespace, tmp_path):
                   "webhooks": [hook("validatejob.volcano.sh", "/jobs/validate", jobs, ["CREATE", "UPDATE"], namespaceSelector=namespace_only),
                                hook("validatecronjob.volcano.sh", "/cronjobs/validate", (GROUP, VERSION, "cronjobs"),
                                     ["CREATE", "UPDATE"], namespaceSelector=namespace_only),
+                               hook("validatejobflow.volcano.sh", "/jobflows/validate",
+                                    ("flow.volcano.sh", "v1alpha1", "jobflows"), ["CREATE", "UPDATE"],
+                                    namespaceSelector=namespace_only),
                                hook("validatequeue.volcano.sh", "/queues/validate", queues, ["CREATE", "UPDATE", "DELETE"],
                                     objectSelector=labelled)]}
     admission.create_mutating_webhook_configuration(mutating)
@@ -219,6 +222,40 @@ def test_a_cronjob_is_admitted_or_denied_as_volcanos_webhook_does(webhook):
     assert message(caught.value) == ('admission webhook "validatecronjob.volcano.sh" denied the request: '
                                      "schedule should not contain TZ or CRON_TZ, TZ should only be set in the "
                                      "timeZone field")
+
+
+def test_a_jobflow_is_admitted_or_denied_as_volcanos_webhook_does(webhook):
+    """validatejobflow.volcano.sh through the API server: a target that names no flow is denied on CREATE,
+    a cycle on UPDATE; a DAG is admitted."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    custom, ns = client.CustomObjectsApi(webhook["api"]), webhook["namespace"]
+    flow = ("flow.volcano.sh", "v1alpha1")
+
+    def jobflow(name, flows):
+        return {"apiVersion": "flow.volcano.sh/v1alpha1", "kind": "JobFlow", "metadata": {"name": name},
+                "spec": {"flows": flows}}
+
+    undefined = [{"name": "a"}, {"name": "b", "dependsOn": {"targets": ["x"]}}]
+    deadline = time.monotonic() + 30  # the API server picks webhook configurations up asynchronously
+    while True:
+        name = f"bad-{uuid.uuid4().hex[:5]}"
+        try:
+            custom.create_namespaced_custom_object(*flow, ns, "jobflows", jobflow(name, undefined))
+        except ApiException as err:
+            assert message(err) == ('admission webhook "validatejobflow.volcano.sh" denied the request: '
+                                    "jobflow Flow is not DAG: vertex is not defined: x"), err.body
+            break
+        custom.delete_namespaced_custom_object(*flow, ns, "jobflows", name)
+        assert time.monotonic() < deadline, "the API server never called the vcbus JobFlow webhook"
+        time.sleep(0.3)
+    custom.create_namespaced_custom_object(*flow, ns, "jobflows", jobflow("dag", [
+        {"name": "a"}, {"name": "b", "dependsOn": {"targets": ["a"]}}]))
+    with pytest.raises(ApiException) as caught:
+        custom.patch_namespaced_custom_object(*flow, ns, "jobflows", "dag", {"spec": {"flows": [
+            {"name": "a", "dependsOn": {"targets": ["b"]}}, {"name": "b", "dependsOn": {"targets": ["a"]}}]}})
+    assert message(caught.value) == 'admission webhook "validatejobflow.volcano.sh" denied the request: jobflow Flow is not DAG'
 
 
 def _kubectl_create(k8s, namespace, job, tmp_path):

@@ -49,6 +49,7 @@ from statemachines.engine import Engine
 from statemachines.model.objects import Command, Job, Pod, PodGroup
 from statemachines.model.record_time import object_time
 from statemachines.model.cronjob import CronJobRecord
+from statemachines.model.jobflow import FlowRecord
 from statemachines.model.records import Ignored, Observed, TimerRecord
 from statemachines.model.timefmt import fmt, normalize, parse
 from vcbus.errors import UserError
@@ -435,17 +436,6 @@ class _Poisoned(Exception):
         self.error = error
 
 
-def _rv_number(rv: str) -> int:
-    """A resourceVersion as the number etcd wrote, or -1 (none, or not a number: not checked for order)."""
-    if not rv:
-        return -1
-    try:
-        n = int(rv)
-    except ValueError:
-        return -1
-    return n if n >= 0 else -1
-
-
 class _Fold:
     """One pass over the records into `result`: each record checked, decided by the engine, and its
     outputs folded into the history and status projections with their own `apply`.
@@ -528,14 +518,14 @@ class _Fold:
             rv = meta.resource_version
             if rv and meta.uid and self.repeats.seen(meta.uid, rv, decoded.type):  # type: ignore[attr-defined]
                 return False  # an exact repeat, dropped as the bus drops it
-            if self.checking and decoded.time is None:  # type: ignore[attr-defined]
-                self.check_order(kind, _rv_number(rv), seq)
+            if self.checking and decoded.time is None and self.order.check(kind, rv, seq):  # type: ignore
+                self.out_of_order()
         elif cls is Ignored:
             if decoded.kind == "ERROR":  # type: ignore[attr-defined]
                 replay.warn(watch_error(replay.source, seq, data))
             elif seq == self.list_end:  # the initial list's end: from here on, etcd's order
                 self.checking = self.order is not None
-        elif cls is not TimerRecord and cls is not CronJobRecord:
+        elif cls is not TimerRecord and cls is not CronJobRecord and cls is not FlowRecord:
             replay.invalid(self.result, decoded)  # type: ignore[arg-type]
             return False
         if self.skip and seq in self.skip:  # the engine failed on it in an earlier pass
@@ -545,10 +535,9 @@ class _Fold:
             replay.warn(f"record {seq}: " + "; ".join(decoded.notes))  # type: ignore[attr-defined]
         return True
 
-    def check_order(self, kind: type, rv: int, seq: int) -> None:
-        """Records out of order across kinds: start again merged (`restart`), else warn; check no more."""
-        if rv < 0 or self.order.check(kind, rv, seq) is None:  # type: ignore[union-attr]
-            return
+    def out_of_order(self) -> None:
+        """A record out of order across kinds (`order.found` says which): start again merged
+        (`restart`), else warn; check no more."""
         if self.restart:
             raise _OutOfOrder
         self.replay.warn((self.order.found or "").replace(  # type: ignore[union-attr]
@@ -586,8 +575,8 @@ class _Fold:
         """The order of the records after `until`, which are not folded."""
         for seq, _, decoded in items:
             if decoded.__class__ is Observed and decoded.time is None:  # type: ignore[attr-defined]
-                rv = _rv_number(decoded.object.metadata.resource_version)  # type: ignore[attr-defined]
-                if rv >= 0 and self.order.check(decoded.object.__class__, rv, seq):  # type: ignore
+                rv = decoded.object.metadata.resource_version  # type: ignore[attr-defined]
+                if self.order.check(decoded.object.__class__, rv, seq):  # type: ignore
                     raise _OutOfOrder
 
 

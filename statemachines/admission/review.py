@@ -3,7 +3,8 @@
 `handle(path, review, queues=...)` answers one request for the paths
 `/jobs/mutate`, `/jobs/validate`, `/queues/mutate`, `/queues/validate` and
 `/cronjobs/validate` (Volcano's CronJob webhook, statemachines/admission/cronjobs.py: CREATE and
-UPDATE, the time zones the CronJob names given by the caller as `zones`).
+UPDATE, the time zones the CronJob names given by the caller as `zones`) and `/jobflows/validate`
+(Volcano's JobFlow webhook, statemachines/admission/jobflows.py: the flows form a DAG).
 Anything it cannot understand (unknown path, no request, a wrong resource, a
 bad object) is answered `allowed: false`, so the webhook fails closed.
 
@@ -38,6 +39,7 @@ from typing import Any
 from statemachines.admission.bounds import DEFAULT_MAX_PODS, object_problems
 from statemachines.admission.cronjobs import validate_cronjob
 from statemachines.admission.decoding import type_errors
+from statemachines.admission.jobflows import validate_jobflow
 from statemachines.admission.mutate import DEFAULT_SCHEDULER, job_patch
 from statemachines.admission.plugin_warnings import plugin_warnings
 from statemachines.admission.queues import QueueIndex, queue_patch, validate_queue
@@ -45,6 +47,8 @@ from statemachines.admission.schema import (
     CRONJOB_KIND,
     CRONJOB_SCHEMA,
     JOB_SCHEMA,
+    JOBFLOW_KIND,
+    JOBFLOW_SCHEMA,
     QUEUE_KIND,
     QUEUE_SCHEMA,
     meta_errors,
@@ -56,7 +60,9 @@ from statemachines.model.zone import Zone
 JOBS = ("batch.volcano.sh", "v1alpha1", "jobs")
 QUEUES = ("scheduling.volcano.sh", "v1beta1", "queues")
 CRONJOBS = ("batch.volcano.sh", "v1alpha1", "cronjobs")
-PATHS = ("/jobs/mutate", "/jobs/validate", "/queues/mutate", "/queues/validate", "/cronjobs/validate")
+JOBFLOWS = ("flow.volcano.sh", "v1alpha1", "jobflows")
+PATHS = ("/jobs/mutate", "/jobs/validate", "/queues/mutate", "/queues/validate", "/cronjobs/validate",
+         "/jobflows/validate")
 
 
 @dataclass(frozen=True)
@@ -98,8 +104,8 @@ def _object(request: dict[str, Any], key: str, gvr: tuple[str, str, str]) -> dic
     broken = object_problems(obj)
     if broken:
         raise ValueError("; ".join(message for _, message in broken))
-    schema, kind = {JOBS: (JOB_SCHEMA, "Job.batch.volcano.sh"), CRONJOBS: (CRONJOB_SCHEMA, CRONJOB_KIND)}.get(
-        gvr, (QUEUE_SCHEMA, QUEUE_KIND))
+    schema, kind = {JOBS: (JOB_SCHEMA, "Job.batch.volcano.sh"), CRONJOBS: (CRONJOB_SCHEMA, CRONJOB_KIND),
+                    JOBFLOWS: (JOBFLOW_SCHEMA, JOBFLOW_KIND)}.get(gvr, (QUEUE_SCHEMA, QUEUE_KIND))
     mistyped = type_errors(obj, schema)  # what Volcano's typed decoding refuses, named by field and type
     if mistyped:
         raise ValueError(schema_message(obj, mistyped, kind))
@@ -143,6 +149,12 @@ def handle(path: str, review: Any, *, queues: QueueIndex, settings: Settings | N
                 return _response(uid, allowed=False, message="expect operation to be 'CREATE' or 'UPDATE'")
             message = validate_cronjob(cronjob, zones or {})
             return _response(uid, allowed=not message, message=message.strip())
+        if path == "/jobflows/validate":  # Volcano's AdmitJobFlows: decoded first, then the operation
+            jobflow = _object(request, "object", JOBFLOWS)
+            if operation not in ("CREATE", "UPDATE"):
+                return _response(uid, allowed=False, message="expect operation to be 'CREATE' or 'UPDATE'")
+            message = validate_jobflow(jobflow)
+            return _response(uid, allowed=not message, message=message)
         if path == "/queues/mutate":
             queue = _object(request, "object", QUEUES)
             if operation != "CREATE":

@@ -47,10 +47,12 @@ CRD_SCHEMAS: dict[str, dict[str, Any]] = json.loads(
 JOB_SCHEMA = CRD_SCHEMAS["jobs.batch.volcano.sh"]
 QUEUE_SCHEMA = CRD_SCHEMAS["queues.scheduling.volcano.sh"]
 CRONJOB_SCHEMA = CRD_SCHEMAS["cronjobs.batch.volcano.sh"]
+JOBFLOW_SCHEMA = CRD_SCHEMAS["jobflows.flow.volcano.sh"]
 
 
 QUEUE_KIND = "Queue.scheduling.volcano.sh"  # Queues are custom resources too: same name rule
 CRONJOB_KIND = "CronJob.batch.volcano.sh"
+JOBFLOW_KIND = "JobFlow.flow.volcano.sh"
 
 
 def name_errors(obj: dict[str, Any]) -> list[FieldError]:

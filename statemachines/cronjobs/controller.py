@@ -25,6 +25,7 @@ import msgspec
 from statemachines import outputs as o
 from statemachines.cronjobs import machine as m
 from statemachines.cronjobs import schedule as sch
+from statemachines.hosted import HostedController
 from statemachines.model.cronjob import API_VERSION, FORBID, REPLACE, CronJob, CronJobStatus, ObjectReference
 from statemachines.model.objects import Job
 from statemachines.model.timefmt import fmt, parse
@@ -68,26 +69,20 @@ class CronEntry:
         self.warned: set[int] = set()  # scheduled times reported missed
 
 
-class CronJobController:
+class CronJobController(HostedController):
     """Outputs go to `host.out` stamped with `host.seq`/`host.now`; timers on `host.timers`."""
 
+    KIND = "CronJob"
+    API_VERSION = API_VERSION
+
     def __init__(self, host: Any) -> None:
-        self.host = host
+        super().__init__(host)
         self.cronjobs: dict[str, CronEntry] = {}
-        self.jobs: dict[str, Job] = {}  # every vcjob, by namespace/name (Volcano's job lister)
-        self.deleting: set[str] = set()  # uids we asked to delete
 
     # ------------------------------------------------------------------ output
 
-    def emit(self, cls: type, key: str, /, **fields: Any) -> None:
-        fields["job"] = key
-        fields["seq"] = self.host.seq
-        fields["time"] = self.host.now
-        self.host.out.append(cls(**fields))
-
     def event(self, e: CronEntry, event_type: str, reason: str, message: str) -> None:
-        self.emit(o.RecordEvent, e.key, event_type=event_type, reason=reason, message=message, kind="CronJob",
-                  name=e.cronjob.metadata.name, api_version=API_VERSION, component="vc-controller-manager")
+        self.event_on(e.key, e.cronjob.metadata.name, event_type, reason, message)
 
     def run(self, e: CronEntry, name: str, scheduled: int | None, trigger: str, cause: str) -> None:
         before = e.runs.get(name) or (m.DUE if trigger in ("create", "skip", "miss") else m.ACTIVE)
@@ -135,16 +130,8 @@ class CronJobController:
         self.sync(e)
 
     def job(self, rtype: str, job: Job) -> None:
-        meta = job.metadata
-        key = f"{meta.namespace}/{meta.name}"
-        old = self.jobs.get(key)
-        if rtype == "DELETED":
-            self.jobs.pop(key, None)
-            self.deleting.discard(meta.uid)
-        else:
-            if old is not None and old.metadata.resource_version == meta.resource_version:
-                return
-            self.jobs[key] = job
+        if not self.list_job(rtype, job):
+            return
         e = self._controlled_by(job)
         if e is not None:
             self.sync(e)

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from msgspec import Struct
 from transitions import Machine, MachineError
 
-from statemachines.machinegraph import GuardModel, compile_graph
+from statemachines.machinegraph import compile_graph, declare, fire_through
 
 # ------------------------------------------------------------------ the CronJob
 
@@ -113,15 +113,7 @@ def build_machine(which: str, model: object = None, *, initial: str | None = Non
     states, transitions, first = (
         (CRONJOB_STATES, CRONJOB_TRANSITIONS, NEW) if which == "cronjob" else (RUN_STATES, RUN_TRANSITIONS, DUE)
     )
-    return cls(
-        model=model,
-        states=list(states),
-        transitions=transitions,
-        initial=initial or first,
-        auto_transitions=False,
-        queued=True,
-        ignore_invalid_triggers=False,
-    )
+    return declare(list(states), transitions, initial or first, model, cls)
 
 
 CRONJOB_GRAPH = compile_graph(build_machine("cronjob"), CRONJOB_GUARDS)
@@ -149,12 +141,8 @@ _FOUND_NOTHING = Check()  # (frozen: one shared default)
 
 def fire_with_transitions(which: str, state: str, trigger: str, check: Check = _FOUND_NOTHING) -> str:
     """`fire_cronjob` / `fire_run` through `transitions` itself (slow; for checking them)."""
-    model = GuardModel(CRONJOB_GUARDS, check)
-    machine = build_machine(which, model, initial=state)
     try:
-        model.trigger(trigger)
+        return fire_through(lambda model, at: build_machine(which, model, initial=at), CRONJOB_GUARDS, state,
+                            trigger, check)
     except MachineError as err:
         raise IllegalRunTransition(f"run trigger {trigger!r} from {state!r}") from err
-    dest = model.state
-    machine.remove_model(model)
-    return dest

@@ -10,6 +10,7 @@ period, `deletion_requested`).
 from __future__ import annotations
 
 from statemachines.model.cronjob import CronJob
+from statemachines.model.jobflow import JobFlow, JobTemplate
 from statemachines.model.objects import Job, KnownObject, Meta, Pod
 from statemachines.model.timefmt import fmt, parse
 
@@ -42,7 +43,7 @@ def deletion_requested(meta: Meta) -> str | None:
 _requested: dict[tuple[str, int], str] = {}
 
 
-def object_time(obj: KnownObject | CronJob) -> str | None:
+def object_time(obj: KnownObject | CronJob | JobFlow | JobTemplate) -> str | None:
     """When this version of the object was written, as far as the object tells; never a future time.
 
     The latest of: its creation, its `managedFields` times (the API server stamps

@@ -11,6 +11,8 @@ boundaries in files and streams, is `vcbus.watchlog`). One record decodes to:
 - `CronJobRecord` (statemachines/model/cronjob.py): a watch event of a
   `batch.volcano.sh/v1alpha1` CronJob, with the time zones its schedule names
   (`zones`, resolved by the bridge);
+- `FlowRecord` (statemachines/model/jobflow.py): a watch event of a
+  `flow.volcano.sh/v1alpha1` JobFlow or JobTemplate;
 - or `RecordError`, raised with a message naming what is wrong and where
   (a JSON path) — the caller adds the position in the file.
 
@@ -32,6 +34,8 @@ from msgspec import Struct
 
 from statemachines.model.cronjob import API_VERSION as CRONJOB_API_VERSION
 from statemachines.model.cronjob import CronJobRecord
+from statemachines.model.jobflow import API_VERSION as FLOW_API_VERSION
+from statemachines.model.jobflow import FLOW_KINDS, FlowRecord, JobFlow
 from statemachines.model.objects import API_VERSIONS, KnownObject
 from statemachines.model.timestamps import all_valid, checked, valid_time
 
@@ -68,7 +72,7 @@ class TimerRecord(Struct, frozen=True):
     time: str | None = None
 
 
-Decoded = Union[Observed, Ignored, TimerRecord, CronJobRecord]
+Decoded = Union[Observed, Ignored, TimerRecord, CronJobRecord, FlowRecord]
 
 
 class _Envelope(Struct):
@@ -87,6 +91,7 @@ _typed = msgspec.json.Decoder(_Envelope)
 _timer = msgspec.json.Decoder(_TimerEnvelope)
 _generic = msgspec.json.Decoder()
 _cronjob = msgspec.json.Decoder(CronJobRecord)
+_flow = msgspec.json.Decoder(FlowRecord)
 
 
 NAMESPACED = frozenset({"Job", "Pod", "PodGroup", "Command", "ReplicaSet", "StatefulSet", "DaemonSet"})
@@ -162,6 +167,8 @@ def _slow_path(data: bytes, typed_error: Exception) -> Decoded:
     api_version = obj.get("apiVersion", "")
     if kind == "CronJob" and api_version in ("", CRONJOB_API_VERSION):
         return _cronjob_record(data, rtype, obj)
+    if kind in FLOW_KINDS and api_version in ("", FLOW_API_VERSION):
+        return _flow_record(data, kind, obj)
     if not isinstance(kind, str) or kind not in API_VERSIONS:  # a list or mapping as kind is no kind either
         return Ignored(str(kind)[:60] if kind else "object without kind")
     if api_version and api_version != API_VERSIONS[kind]:
@@ -193,6 +200,33 @@ def _cronjob_record(data: bytes, rtype: str, obj: dict) -> CronJobRecord:
                       ("status.lastSuccessfulTime", cj.status.last_successful_time)):
         if ts is not None and not valid_time(ts):
             raise RecordError(f"CronJob {meta['name']!r}: {field} {ts!r} is not an RFC 3339 time")
+    return rec
+
+
+def _flow_record(data: bytes, kind: str, obj: dict) -> FlowRecord:
+    """A JobFlow's or JobTemplate's watch record; the same checks as a known kind's."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict) or not meta.get("name"):
+        raise RecordError(f"{kind} without metadata.name")
+    if not meta.get("namespace"):
+        raise RecordError(f"{kind} {meta['name']!r} without metadata.namespace")
+    try:
+        rec = _flow.decode(data)
+    except msgspec.DecodeError as err:
+        raise RecordError(str(err).replace("$.object", f"{kind} $")) from None
+    m = rec.object.metadata
+    times = [("time", rec.time), ("metadata.creationTimestamp", m.creation_timestamp),
+             ("metadata.deletionTimestamp", m.deletion_timestamp)]
+    if isinstance(rec.object, JobFlow):
+        for i, js in enumerate(rec.object.status.job_status_list or ()):
+            times += [(f"status.jobStatusList[{i}].startTimestamp", js.start_timestamp),
+                      (f"status.jobStatusList[{i}].endTimestamp", js.end_timestamp)]
+            for j, h in enumerate(js.running_histories or ()):
+                times += [(f"status.jobStatusList[{i}].runningHistories[{j}].startTimestamp", h.start_timestamp),
+                          (f"status.jobStatusList[{i}].runningHistories[{j}].endTimestamp", h.end_timestamp)]
+    for field, ts in times:
+        if ts is not None and not valid_time(ts):
+            raise RecordError(f"{kind} {meta['name']!r}: {field} {ts!r} is not an RFC 3339 time")
     return rec
 
 

@@ -41,6 +41,7 @@ class QueueFold:
     explain = False
     queue_controller_on = True
     cronjob_controller = None  # no CronJob controller here (with N > 1 partitions none runs: vcbus.bus.rebuilding)
+    jobflow_controller = None  # nor the jobflow controller
     timer_mode = "recorded"
     strict_queues = None
     max_pods = 0

@@ -101,6 +101,7 @@ class Rebuilding:
             max_pods=e.max_pods,
             queue_controller=self.partition.queue_outputs,  # with N > 1 the queue role's (vcbus.bus.queueing)
             cronjobs=self.partition.count == 1,  # with N > 1 no decider sees every run's vcjob records
+            jobflows=self.partition.count == 1,  # nor every vcjob record of a flow
         )
 
     # ------------------------------------------------------------------ snapshots (vcbus.bus.statesnap)
@@ -120,6 +121,7 @@ class Rebuilding:
             {
                 "explain": e.explain, "timers": e.timer_mode, "strict_queues": e.strict_queues, "max_pods": e.max_pods,
                 "queue_controller": e.queue_controller_on, "cronjobs": e.cronjob_controller is not None,
+                "jobflows": e.jobflow_controller is not None,
                 "render_pod": named(e._render_pod), "render_podgroup": named(e._render_podgroup),
                 "partition": self.partition.name, "partitions": self.partition.count,
             }

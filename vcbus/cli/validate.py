@@ -24,6 +24,7 @@ from statemachines.admission import QueueIndex, default_queues, mutate_job, vali
 from statemachines.admission.mutate import DEFAULT_SCHEDULER
 from statemachines.admission.bounds import DEFAULT_MAX_PODS, object_problems
 from statemachines.admission.cronjobs import validate_cronjob
+from statemachines.admission.jobflows import validate_jobflow
 from statemachines.admission.decoding import (
     decode_message, kind_problem, metadata_error, strict_errors, strict_message, type_errors,
 )
@@ -32,7 +33,7 @@ from statemachines.admission.mutate import apply_patch
 from statemachines.admission.plugin_warnings import plugin_warnings
 from statemachines.admission.queues import queue_patch, validate_queue
 from statemachines.admission.schema import (
-    JOB_SCHEMA, QUEUE_KIND, QUEUE_SCHEMA, crd_defaults, crd_queue_defaults, meta_errors, queue_schema_errors,
+    JOB_SCHEMA, JOBFLOW_KIND, JOBFLOW_SCHEMA, QUEUE_KIND, QUEUE_SCHEMA, crd_defaults, crd_queue_defaults, meta_errors, queue_schema_errors,
     schema_errors, schema_message,
 )
 from statemachines.plugins.args import parse_go_bool
@@ -43,8 +44,10 @@ from vcbus.manifests import Document, load_all, load_documents
 
 JOB_API = "batch.volcano.sh/v1alpha1"
 QUEUE_API = "scheduling.volcano.sh/v1beta1"
+FLOW_API = "flow.volcano.sh/v1alpha1"
 FEATURE_GATES = {"PodLevelResources": True}
-WEBHOOKS = {"Job": "validatejob.volcano.sh", "Queue": "validatequeue.volcano.sh", "CronJob": "validatecronjob.volcano.sh"}
+WEBHOOKS = {"Job": "validatejob.volcano.sh", "Queue": "validatequeue.volcano.sh", "CronJob": "validatecronjob.volcano.sh",
+            "JobFlow": "validatejobflow.volcano.sh"}
 CHECKED = {(JOB_API, "Job"): JOB_SCHEMA, (QUEUE_API, "Queue"): QUEUE_SCHEMA}
 NOT_CHECKED = f"vcbus checks {JOB_API} Job and {QUEUE_API} Queue objects"
 
@@ -171,6 +174,15 @@ def check(doc: Document, *, queues: QueueIndex, olds: list[Document] | None, gat
         error = validate_cronjob(doc.obj, zones_for(zone if isinstance(zone, str) else None))
         if error:
             result.update(allowed=False, message=error, problems=[_problem(doc, "", error)])
+        return result
+    if (api, doc.kind) == (FLOW_API, "JobFlow"):  # Volcano's JobFlow webhook (statemachines/admission/jobflows.py)
+        result["operation"] = "UPDATE" if olds is not None and _old_for(doc, olds) is not None else "CREATE"
+        mistyped = type_errors(doc.obj, JOBFLOW_SCHEMA)
+        if mistyped:
+            return _refused(result, doc, mistyped, schema_message(doc.obj, mistyped, JOBFLOW_KIND), MISTYPED)
+        error = validate_jobflow(doc.obj)
+        if error:
+            result.update(allowed=False, message=error, problems=[_problem(doc, "spec.flows", error)])
         return result
     if (api, doc.kind) not in CHECKED:
         result.update(allowed=None, skipped=f"not checked: {NOT_CHECKED}")
