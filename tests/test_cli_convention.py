@@ -34,11 +34,6 @@ NO_OBJECTS = {
     "up": "a server: logs, no objects",
     "scheduler": "a server: logs, no objects",
     "webhook": "a server: logs, no objects",
-    "publish": "writes records; prints a count",
-    "log import": "writes records; prints a count",
-    "projections rebuild": "an action; prints what it rebuilt",
-    "projections verify": "a check; prints differences",
-    "bus repartition": "an action; prints what it copied",
 }
 O_IS_A_FILE = {
     "log export": "writes a watch log (NDJSON records, not objects); -o FILE as before issue 13",
@@ -51,6 +46,11 @@ NO_NAME = {  # -o without `name`: what they print has no name of its own
     "validate": "findings about the files, not objects",
     "divergences": "rows are divergences (job, record, field), which have no name of their own",
     "replay": "one report of a log's jobs (the `--json` contract, docs/replay.md), not objects",
+    "publish": "one document of what was stored (kind Published), not objects",
+    "log import": "one document of what was stored (kind Published), not objects",
+    "projections rebuild": "one document of what was rebuilt (kind Rebuilt), not objects",
+    "projections verify": "one document of the comparison (kind Verified), not objects",
+    "bus repartition": "one document of what was copied (kind Repartitioned), not objects",
 }
 NO_WIDE = {  # -o without `wide`: the default is not a table
     "render": "the default is the YAML manifests",
@@ -67,6 +67,11 @@ NO_WIDE = {  # -o without `wide`: the default is not a table
     "projections history": "the default is the stored JSON",
     "validate": "the default is text findings",
     "replay": "the default is the text report (timelines and final statuses)",
+    "publish": "the default is one line",
+    "log import": "the default is one line",
+    "projections rebuild": "the default is one line",
+    "projections verify": "the default is one line (and the differences)",
+    "bus repartition": "the default is one line",
 }
 NO_YAML: dict[str, str] = {}
 SINGLE_NAMESPACE = {  # -n without -A: one object, or one namespace to write into

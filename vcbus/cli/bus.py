@@ -21,6 +21,7 @@ from vcbus.bus import subjects as s
 from vcbus.bus.connecting import open_bus
 from vcbus.bus.ownership import control_subject
 from vcbus.cli.output import output_options, print_document, print_names, print_table
+from vcbus.cli.results import RESULT_FORMS, Repartitioned, print_result
 from vcbus.errors import UserError
 from vcbus.settings import BusSettings, bus_options, from_flags
 
@@ -97,16 +98,15 @@ async def _partitions(settings: BusSettings) -> list[dict]:
 
 @bus.command("repartition", help="Replay VCBUS_K8S into N partitions (sequences kept; deciders stopped).")
 @click.argument("count", type=int, metavar="N")
+@output_options(RESULT_FORMS, json_alias=False,
+                default_help="a line; json or yaml: what was done, as one document (kind Repartitioned)")
 @bus_options
-def repartition_cmd(count: int, nats_url: str | None, data_dir: pathlib.Path | None) -> None:
+def repartition_cmd(count: int, fmt: str | None, nats_url: str | None, data_dir: pathlib.Path | None) -> None:
     if not 1 <= count <= parts.MAX_PARTITIONS:
         raise UserError(f"N {count}: expected 1..{parts.MAX_PARTITIONS}")
     summary = asyncio.run(_repartition(from_flags(nats_url, data_dir), count))
-    if not summary["changed"]:
-        click.echo(f"{s.K8S_STREAM} has {count} partition(s) already; nothing to do.")
-        return
-    click.echo(f"{s.K8S_STREAM}: {summary['records']} records replayed into {count} partition(s); start one decider per "
-               f"partition (vcbus up, or vcbus up --service decider --partition K).")
+    print_result(Repartitioned(stream=s.K8S_STREAM, partitions=count, records=summary["records"],
+                               changed=summary["changed"]), fmt, err=False)
 
 
 async def _repartition(settings: BusSettings, count: int) -> dict:

@@ -12,7 +12,9 @@ import click
 from vcbus.bus.connecting import open_bus
 from vcbus.bus.logs import Since, export
 from vcbus.bus.publisher import check_log, spooled_input
-from vcbus.cli.publish import _publish, report
+from vcbus.cli.output import output_options
+from vcbus.cli.publish import _publish, published
+from vcbus.cli.results import RESULT_FORMS, RESULT_HELP, print_result
 from vcbus.cli.status import parse_job
 from vcbus.errors import UserError
 from vcbus.settings import BusSettings, bus_options, from_flags
@@ -44,6 +46,7 @@ completes it without duplicates (the stored records keep their seq numbers).
 \b
 Examples:
   vcbus log import cluster.jsonl --nats nats://127.0.0.1:4222 && vcbus up --once
+  vcbus log import cluster.jsonl -o json    # {"kind": "Published", "published": N, ...}
 """
 
 
@@ -92,8 +95,9 @@ async def _export(settings: BusSettings, fh: BinaryIO, job: str | None, since: S
 @click.command("import", help=IMPORT_HELP)
 @click.argument("file", metavar="FILE")
 @click.option("--append", is_flag=True, help="Allow a non-empty stream (sequence numbers will differ).")
+@output_options(RESULT_FORMS, json_alias=False, default_help=RESULT_HELP)
 @bus_options
-def import_cmd(file: str, append: bool, nats_url: str | None, data_dir: pathlib.Path | None) -> None:
+def import_cmd(file: str, append: bool, fmt: str | None, nats_url: str | None, data_dir: pathlib.Path | None) -> None:
     settings = from_flags(nats_url, data_dir)
     stream, source = open_input(file)
     try:
@@ -105,4 +109,4 @@ def import_cmd(file: str, append: bool, nats_url: str | None, data_dir: pathlib.
     finally:
         if stream is not sys.stdin.buffer:
             stream.close()
-    report(pub, checked, source)
+    print_result(published(pub, checked, source), fmt)

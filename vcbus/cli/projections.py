@@ -14,6 +14,7 @@ from vcbus.bus.connecting import open_bus
 from vcbus.bus.projector import rebuild as rebuild_views
 from vcbus.bus.projector import verify as verify_views
 from vcbus.cli.output import output_options, print_document
+from vcbus.cli.results import RESULT_FORMS, RESULT_HELP, Rebuilt, Verified, print_result
 from vcbus.errors import UserError
 from vcbus.settings import BusSettings, bus_options, from_flags
 
@@ -27,10 +28,19 @@ The result equals what the live projector had written, byte for byte
 \b
 Examples:
   vcbus projections rebuild
+  vcbus projections rebuild -o json          # {"kind": "Rebuilt", "jobs": N, "position": SEQ, ...}
   vcbus projections verify && echo "views are current"
 """
 
-VERIFY_HELP = """Refold VCBUS_JOBS in memory and compare with the KV buckets; exit 1 on any difference."""
+VERIFY_HELP = """Refold VCBUS_JOBS in memory and compare with the KV buckets; exit 1 on any difference.
+
+\b
+Examples:
+  vcbus projections verify
+  vcbus projections verify -o json | jq '.differences[]'
+"""
+
+VIEWS = (s.STATUS_BUCKET, s.HISTORY_BUCKET)  # the KV views a rebuild wipes and refolds
 
 
 def register(group: click.Group) -> None:
@@ -45,11 +55,12 @@ def register(group: click.Group) -> None:
 
 @click.command(help=REBUILD_HELP)
 @click.option("--force", is_flag=True, help="Rebuild even if retention removed the oldest events (their history is lost).")
+@output_options(RESULT_FORMS, json_alias=False, default_help=RESULT_HELP)
 @bus_options
-def rebuild(nats_url: str | None, data_dir: pathlib.Path | None, force: bool) -> None:
+def rebuild(nats_url: str | None, data_dir: pathlib.Path | None, force: bool, fmt: str | None) -> None:
     settings = from_flags(nats_url, data_dir)
     jobs, position = asyncio.run(_rebuild(settings, force=force))
-    click.echo(f"rebuilt vcbus_status and vcbus_history: {jobs} jobs, VCBUS_JOBS up to seq {position}", err=True)
+    print_result(Rebuilt(buckets=list(VIEWS), stream=s.JOBS_STREAM, jobs=jobs, position=position), fmt)
 
 
 async def _rebuild(settings: BusSettings, *, force: bool = False) -> tuple[int, int]:
@@ -65,15 +76,22 @@ async def _rebuild(settings: BusSettings, *, force: bool = False) -> tuple[int, 
 
 
 @click.command(help=VERIFY_HELP)
+@output_options(RESULT_FORMS, json_alias=False, default_help="a line on standard error (and the first 50 "
+                "differences); json or yaml: the outcome and every difference, as one document")
 @bus_options
-def verify(nats_url: str | None, data_dir: pathlib.Path | None) -> None:
+def verify(nats_url: str | None, data_dir: pathlib.Path | None, fmt: str | None) -> None:
     settings = from_flags(nats_url, data_dir)
     problems = asyncio.run(_verify(settings))
-    if problems:
+    result = Verified(buckets=list(VIEWS), stream=s.JOBS_STREAM, equal=not problems, differences=problems)
+    if fmt is not None:
+        print_result(result, fmt)
+    else:
         for p in problems[:50]:
             click.echo(p, err=True)
-        raise UserError(f"{len(problems)} difference(s) between the KV views and VCBUS_JOBS", exit_code=1)
-    click.echo("the KV views equal a refold of VCBUS_JOBS", err=True)
+    if problems:
+        raise UserError(result.line(), exit_code=1)
+    if fmt is None:
+        print_result(result, fmt)
 
 
 async def _verify(settings: BusSettings) -> list[str]:

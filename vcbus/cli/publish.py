@@ -14,7 +14,9 @@ from vcbus.bus.connecting import open_bus
 from vcbus.bus.logstore import store_log
 from vcbus.bus.publisher import LogCheck, Publisher, check_log, spooled_input
 from vcbus.bus.streams import last_seq
+from vcbus.cli.output import output_options
 from vcbus.cli.replay import warn
+from vcbus.cli.results import RESULT_FORMS, RESULT_HELP, Published, print_result
 from vcbus.errors import UserError
 from vcbus.logmerge import in_etcd_order
 from vcbus.settings import BusSettings, bus_options, from_flags
@@ -51,6 +53,7 @@ Examples:
   vcbus publish examples/resnet-dist-train.json
   vcbus publish watch.log --nats nats://127.0.0.1:4222
   vcbus record -A --for 10m | vcbus publish -
+  vcbus publish watch.log -o json    # {"kind": "Published", "published": N, "firstSeq": ...}
 """
 
 
@@ -60,8 +63,9 @@ def register(group: click.Group) -> None:
 
 @click.command(help=HELP)
 @click.argument("file", metavar="FILE")
+@output_options(RESULT_FORMS, json_alias=False, default_help=RESULT_HELP)
 @bus_options
-def publish(file: str, nats_url: str | None, data_dir: pathlib.Path | None) -> None:
+def publish(file: str, fmt: str | None, nats_url: str | None, data_dir: pathlib.Path | None) -> None:
     settings = from_flags(nats_url, data_dir)
     stream, source = open_input(file)
     try:
@@ -73,7 +77,7 @@ def publish(file: str, nats_url: str | None, data_dir: pathlib.Path | None) -> N
     finally:
         if stream is not sys.stdin.buffer:
             stream.close()
-    report(pub, checked, source)
+    print_result(published(pub, checked, source), fmt)
 
 
 async def _publish(
@@ -99,14 +103,9 @@ async def _publish(
         return await store_log(bus, data, source, checked, command=command), checked
 
 
-def report(pub: Publisher, checked: LogCheck, source: str) -> None:
-    parts = [f"published {pub.published} records from {source} to {s.K8S_STREAM}"]
-    if pub.published and pub.first_seq:
-        parts.append(f"(seq {pub.first_seq}..{pub.last_seq})")
-    text = " ".join(parts)
-    extra = []
-    if pub.duplicates:
-        extra.append(f"{pub.duplicates} already there")
-    if checked.ignored:
-        extra.append(f"{checked.ignored} skipped (bookmarks, other kinds)")
-    click.echo(text + (f"; {', '.join(extra)}" if extra else ""), err=True)
+def published(pub: Publisher, checked: LogCheck, source: str) -> Published:
+    """What a publish or an import stored, as its `-o json|yaml` document."""
+    return Published(source=source, stream=s.K8S_STREAM, published=pub.published,
+                     first_seq=pub.first_seq if pub.published else None,
+                     last_seq=pub.last_seq if pub.published else None,
+                     duplicates=pub.duplicates, skipped=checked.ignored)
