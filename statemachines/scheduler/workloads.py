@@ -87,13 +87,16 @@ class Workloads:
     DefaultSelector, None when empty (computed once per pod)."""
 
     def __init__(self, facts: dict[str, tuple[str, str, object]]) -> None:
-        self.services: dict[str, list[tuple[tuple[str, str], ...]]] = {}  # namespace -> selectors
+        # namespace -> a Service selector's first (key, value) -> the selectors: a pod is matched against
+        # the selectors one of its own labels anchors, not every Service of its namespace
+        self.services: dict[str, dict[tuple[str, str], list[tuple[tuple[str, str], ...]]]] = {}
         self.controllers: dict[tuple[str, str, str], object] = {}  # (kind, namespace, name) -> selector
         for key in sorted(facts):
             kind, namespace, selector = facts[key]
             if kind == "Service":
                 if selector is not None:
-                    self.services.setdefault(namespace, []).append(selector)  # type: ignore[arg-type]
+                    pairs: tuple[tuple[str, str], ...] = selector  # type: ignore[assignment]
+                    self.services.setdefault(namespace, {}).setdefault(pairs[0], []).append(pairs)
             else:
                 self.controllers[(kind, namespace, key.split("/", 2)[2])] = selector
         self.any = bool(self.services or self.controllers)
@@ -107,9 +110,12 @@ class Workloads:
             return memo[fact.uid]
         labels = fact.labels
         merged: dict[str, str] = {}
-        for selector in self.services.get(fact.namespace, ()):
-            if all(labels.get(k) == v for k, v in selector):
-                merged.update(selector)
+        services = self.services.get(fact.namespace)
+        if services:
+            for pair in labels.items():
+                for selector in services.get(pair, ()):
+                    if all(labels.get(k) == v for k, v in selector):
+                        merged.update(selector)
         extra: Selector = ()
         controller = fact.controller
         if controller is not None:

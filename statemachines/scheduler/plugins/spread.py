@@ -35,14 +35,24 @@ MISSING_LABEL = CONSTRAINTS + " (missing required label)"
 
 class NodeCounts:
     """Pods of one namespace matching one selector, per node index; an empty selector counts none
-    (kube-scheduler's `countPodsMatchSelector`), though a pod matches it for its own +1."""
+    (kube-scheduler's `countPodsMatchSelector`), though a pod matches it for its own +1. `nonzero`
+    holds the indexes of the nodes with a count, so a domain's total costs the matching pods, not
+    the nodes."""
 
-    __slots__ = ("namespace", "selector", "nodes")
+    __slots__ = ("namespace", "selector", "nodes", "nonzero")
 
     def __init__(self, namespace: str, selector, size: int) -> None:
         self.namespace = namespace
         self.selector = selector
         self.nodes = [0] * size
+        self.nonzero: set[int] = set()
+
+    def add(self, index: int, delta: int) -> None:
+        n = self.nodes[index] = self.nodes[index] + delta
+        if n:
+            self.nonzero.add(index)
+        else:
+            self.nonzero.discard(index)
 
     def matches(self, fact) -> bool:
         return bool(self.selector) and fact.namespace == self.namespace and matches(self.selector, fact.labels)
@@ -56,6 +66,7 @@ class TopologySpread:
         self.counts: dict[tuple, NodeCounts] = {}
         self.buckets = Buckets()
         self.eligible: dict[tuple, list] = {}
+        self.eligible_indexes: dict[tuple, frozenset[int]] = {}
         self.workloads = Workloads(ssn.snapshot.workloads)
         self.defaults: dict[tuple, tuple[Spread, ...]] = {}
 
@@ -67,7 +78,7 @@ class TopologySpread:
             counts = self.counts[key] = NodeCounts(namespace, selector, len(nodes))
             for task in self.placed.candidates(selector):
                 if counts.matches(task.fact):
-                    counts.nodes[nodes[task.node].index] += 1
+                    counts.add(nodes[task.node].index, 1)
             self.buckets.add(selector, counts)
         return counts
 
@@ -78,7 +89,7 @@ class TopologySpread:
         fact = task.fact
         for counts in self.buckets.candidates(fact.labels):
             if counts.matches(fact):
-                counts.nodes[node.index] += delta
+                counts.add(node.index, delta)
 
     def _eligible(self, fact, keys: tuple[str, ...], honor_affinity: bool, honor_taints: bool) -> list:
         placement = fact.placement
@@ -92,6 +103,14 @@ class TopologySpread:
                 and self.node_included(placement, node.fact, honor_affinity, honor_taints)
             ]
         return nodes
+
+    def _eligible_indexes(self, fact, keys: tuple[str, ...], honor_affinity: bool, honor_taints: bool) -> frozenset[int]:
+        key = (fact.placement.key, keys, honor_affinity, honor_taints)
+        indexes = self.eligible_indexes.get(key)
+        if indexes is None:
+            indexes = self.eligible_indexes[key] = frozenset(
+                node.index for node in self._eligible(fact, keys, honor_affinity, honor_taints))
+        return indexes
 
     def soft(self, fact) -> tuple[tuple[Spread, ...], bool] | None:
         """The pod's ScheduleAnyway constraints and whether a scored node must carry every key
@@ -128,31 +147,36 @@ class TopologySpread:
             return None
         soft, require_all = found
         keys = tuple(dict.fromkeys(s.topology_key for s in soft)) if require_all else ()
-        scored = [node for node in candidates if all(k in node.fact.labels for k in keys)]
+        scored = [node for node in candidates if all(k in node.fact.labels for k in keys)] if keys else candidates
+        node_list = self.ssn.node_list
         terms = []
         for s in soft:
-            counts = self._counts(fact.namespace, s.selector).nodes
+            matching = self._counts(fact.namespace, s.selector)
+            counts = matching.nodes
             key = s.topology_key
             if key == HOSTNAME:
                 terms.append((key, None, counts, math.log(len(scored) + 2), s.max_skew - 1))
                 continue
             domains = dict.fromkeys((node.fact.labels.get(key, "") for node in scored), 0)
-            for node in self._eligible(fact, keys, s.honor_affinity, s.honor_taints):
-                value = node.fact.labels.get(key, "")
-                if value in domains:
-                    domains[value] += counts[node.index]
+            eligible = self._eligible_indexes(fact, keys, s.honor_affinity, s.honor_taints)
+            for index in matching.nonzero:  # the nodes with matching pods: the others add 0
+                if index in eligible:
+                    value = node_list[index].fact.labels.get(key, "")
+                    if value in domains:
+                        domains[value] += counts[index]
             terms.append((key, domains, counts, math.log(len(domains) + 2), s.max_skew - 1))
         out: list[int | None] = []
         for node in candidates:
             labels = node.fact.labels
-            if not all(k in labels for k in keys):
+            if keys and not all(k in labels for k in keys):
                 out.append(None)
                 continue
             score = 0.0
             for key, domains, counts, weight, skew in terms:
-                if key not in labels:
+                value = labels.get(key)
+                if value is None:
                     continue
-                n = counts[node.index] if domains is None else domains[labels[key]]
+                n = counts[node.index] if domains is None else domains[value]
                 score += n * weight + skew
             out.append(math.floor(score + 0.5))  # Go's math.Round of a non-negative score
         return out
