@@ -162,3 +162,27 @@ def test_the_volume_predicates_can_be_turned_off():
                   {"name": "proportion"}, {"name": "nodeorder"}]}]}
     cluster = Cluster(queue(), *A_B, podgroup("pg", 1, phase="Inqueue"), claiming("d"), config=config)
     assert [b.node for b in cluster.session().binds] == ["n1"]  # Volcano checks nothing then either
+
+
+def test_pods_waiting_on_an_unbound_wait_for_first_consumer_claim_are_counted_on_metrics():
+    """The /metrics count of pods held back by what vcbus does not evaluate includes those whose claim is
+    an unbound WaitForFirstConsumer one (found from the PVC and its StorageClass, as the session finds it),
+    not a pod whose claim is missing (refused with VolumeZone's words: evaluated), and none when the
+    predicates plugin does not run VolumeBinding."""
+    from statemachines.scheduler.config import DEFAULT_CONFIG, config_from_dict
+    from statemachines.scheduler.plugins.predicates import unevaluated_pods
+
+    waiting = [claiming("d"), pod("pg-w-1", "pg"), pod("pg-w-2", "pg")]
+    waiting[1]["spec"]["volumes"] = [{"name": "e", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}]
+    waiting[2]["spec"]["volumes"] = [{"name": "m", "persistentVolumeClaim": {"claimName": "missing"}}]
+    ephemeral = pvc("pg-w-1-e", cls="wait", owner="uid-pg-w-1")
+    ephemeral["metadata"]["ownerReferences"][0]["uid"] = waiting[1]["metadata"]["uid"]
+    cluster = Cluster(queue(), *A_B, pvc("d", cls="wait"), ephemeral, storage_class("wait", "WaitForFirstConsumer"),
+                      podgroup("pg", 3, phase="Inqueue"), *waiting)
+    snapshot = cluster.cache.snapshot()
+    assert unevaluated_pods(snapshot, DEFAULT_CONFIG) == {
+        "spec.volumes[].persistentVolumeClaim (an unbound WaitForFirstConsumer claim)": 1,
+        "spec.volumes[].ephemeral (an unbound WaitForFirstConsumer claim)": 1}
+    off = config_from_dict({"actions": "allocate", "tiers": [{"plugins": [{"name": "predicates", "arguments": {
+        "predicate.VolumeBindingEnable": False}}]}]})
+    assert unevaluated_pods(snapshot, off) == {}

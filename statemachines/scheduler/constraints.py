@@ -118,13 +118,18 @@ def host_ports(spec: o.PodSpec) -> tuple[tuple[str, str, int], ...]:
 _INDEX = re.compile(r"\[[0-9]+\]")
 
 
-def unevaluated_counts(tasks) -> dict[str, int]:
+def unevaluated_counts(tasks, found=None) -> dict[str, int]:
     """Pending pods (task facts) held back by a field vcbus does not evaluate, per field with its
-    list indexes dropped (`spec.volumes[].persistentVolumeClaim`): what /metrics counts."""
+    list indexes dropped (`spec.volumes[].persistentVolumeClaim`): what /metrics counts. `found(fact)`
+    names the field a session finds from other objects ("" if none), for a pod whose own record
+    names none."""
     counts: dict[str, int] = {}
     for fact in tasks:
-        if fact.unevaluated and fact.status == PENDING:
-            field = _INDEX.sub("[]", fact.unevaluated.split(":", 1)[0])
+        if fact.status != PENDING:
+            continue
+        unevaluated = fact.unevaluated or (found(fact) if found is not None else "")
+        if unevaluated:
+            field = _INDEX.sub("[]", unevaluated.split(":", 1)[0])
             counts[field] = counts.get(field, 0) + 1
     return counts
 

@@ -54,7 +54,7 @@ from projections.scheduler import SchedulerCache
 from statemachines import outputs as o
 from statemachines.model.records import RecordError
 from statemachines.scheduler.config import DEFAULT_CONFIG, SchedulerConfig
-from statemachines.scheduler.constraints import unevaluated_counts
+from statemachines.scheduler.plugins.predicates import unevaluated_pods
 from statemachines.scheduler.session import run_session
 from vcbus.bus import poison
 from vcbus.bus import subjects as s
@@ -291,7 +291,7 @@ class SchedulerService:
 
     def unevaluated(self) -> dict[str, int]:
         """Pending pods held back by a field the scheduler does not evaluate, per field (/metrics)."""
-        return unevaluated_counts(list(self.cache.tasks.values()))
+        return unevaluated_pods(self.cache.snapshot(), self.config)
 
     async def _tick(self) -> bool:
         """Run a session if the projection changed since the last one saw it; True if one ran."""

@@ -16,7 +16,8 @@ nodeaffinity,tainttoleration}` in Kubernetes).
 
 from __future__ import annotations
 
-from statemachines.scheduler.config import PluginOption, arg_bool
+from statemachines.scheduler.config import PluginOption, SchedulerConfig, arg_bool
+from statemachines.scheduler.constraints import unevaluated_counts
 from statemachines.scheduler.fiterrors import (
     NODE_AFFINITY,
     NODE_UNSCHEDULABLE,
@@ -295,6 +296,28 @@ def unevaluated(task) -> str | None:
     return f"{NOT_EVALUATED} {field}" if field else None
 
 
+def volume_flags(option: PluginOption) -> tuple[bool, bool]:
+    """`predicate.VolumeZoneEnable`, `predicate.VolumeBindingEnable`."""
+    args = option.arguments
+    return arg_bool(args, "predicate.VolumeZoneEnable", True), arg_bool(args, "predicate.VolumeBindingEnable", True)
+
+
+def unevaluated_pods(snapshot, config: SchedulerConfig) -> dict[str, int]:
+    """The pending pods a session holds back with "does not evaluate", per field (/metrics): a field of
+    the pod's own, or an unbound WaitForFirstConsumer claim, found from its PVC and StorageClass as
+    VolumeBinding's PreFilter finds it (when the predicates plugin runs VolumeBinding)."""
+    option = next((p for tier in config.tiers for p in tier.plugins if p.name == NAME), None)
+    zone, binding = volume_flags(option) if option is not None and option.enabled("predicate") else (False, False)
+
+    def claims(fact: TaskFact) -> str:
+        if not fact.claims:
+            return ""
+        prepared = prefilter(snapshot, fact, zone=zone, binding=binding)
+        return "" if prepared.error else prepared.unevaluated
+
+    return unevaluated_counts(snapshot.tasks.values(), claims if binding else None)
+
+
 def open_plugin(ssn: Session, option: PluginOption) -> None:
     if not option.enabled("predicate"):
         return
@@ -304,8 +327,7 @@ def open_plugin(ssn: Session, option: PluginOption) -> None:
         taint_toleration=arg_bool(args, "predicate.TaintTolerationEnable", True),
     )
     ssn.check_pod_count = True
-    zone = arg_bool(args, "predicate.VolumeZoneEnable", True)
-    binding = arg_bool(args, "predicate.VolumeBindingEnable", True)
+    zone, binding = volume_flags(option)
     volumes = VolumeChecks(ssn, zone=zone, binding=binding) if zone or binding else None
     ssn.dynamic = Dynamic(
         ssn,
