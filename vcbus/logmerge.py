@@ -45,8 +45,17 @@ class OrderCheck:
         self.source = source
         self.found: str | None = None
 
-    def check(self, kind: type, rv: int, seq: int) -> str | None:
-        """The message if this record is older than a record of another kind before it (also kept in `found`)."""
+    def check(self, kind: type, resource_version: str, seq: int) -> str | None:
+        """The message if this record is older than a record of another kind before it (also kept in `found`).
+
+        `resource_version` is the text the record carries; one that is not a number etcd writes (none,
+        not an integer, negative) is not checked."""
+        try:
+            rv = int(resource_version)
+        except ValueError:
+            return None
+        if rv < 0:
+            return None
         if kind is self.top_kind:
             if rv > self.top_rv:
                 self.top_rv = rv
@@ -146,7 +155,7 @@ def in_etcd_order(stream: BinaryIO, source: str, *, warn: Callable[[str], None])
                 return _rewound(stream)
             if not unordered and decoded.__class__ is Observed and decoded.time is None:  # type: ignore
                 rv = decoded.object.metadata.resource_version  # type: ignore[attr-defined]
-                unordered = rv.isdigit() and order.check(decoded.object.__class__, int(rv), seq) is not None  # type: ignore
+                unordered = rv.isdigit() and order.check(decoded.object.__class__, rv, seq) is not None  # type: ignore
     except UserError:  # not a watch log at all: the caller says so
         return _rewound(stream)
     if not (marked or unordered):
