@@ -805,6 +805,53 @@ async def test_the_schedulers_namespaces_and_volume_objects_are_bridged(k8s, k8s
     assert snapshot.claims[f"{ns}/data"].storage_class == name
 
 
+async def test_the_services_and_controllers_that_select_pods_are_bridged(k8s, k8s_namespace, js):
+    """Services and ReplicationControllers (with the ReplicaSets already bridged for the podgroup
+    controller; an RC, as they, only when its pods are for our scheduler) reach the stream under their
+    namespace, the job controller skips them, and the scheduler's cache folds their selectors into a
+    pod's system-default spreading selector."""
+    from projections.scheduler import SchedulerCache
+    from statemachines.scheduler.workloads import Workloads
+    from tests.sched_builders import pod
+
+    api = k8s.api_client()
+    ns = k8s_namespace
+    template = {"metadata": {"labels": {"app": "web"}},
+                "spec": {"schedulerName": "volcano", "containers": [{"name": "c", "image": "busybox"}]}}
+    theirs = {**template, "spec": {**template["spec"], "schedulerName": "default-scheduler"}}
+    async with bridge_running(js, api, ns) as bridge:
+        await create(api, "services", ns, {"metadata": {"name": "web"}, "spec": {
+            "selector": {"app": "web"}, "ports": [{"port": 80}]}})
+        await create(api, "replicationcontrollers", ns, {"metadata": {"name": "old"}, "spec": {
+            "replicas": 0, "selector": {"app": "web"}, "template": template}})
+        await create(api, "replicationcontrollers", ns, {"metadata": {"name": "theirs"}, "spec": {
+            "replicas": 0, "selector": {"app": "web"}, "template": theirs}})  # not for our scheduler: not bridged
+        await create(api, "replicasets", ns, {"metadata": {"name": "web"}, "spec": {
+            "replicas": 0, "selector": {"matchLabels": {"app": "web"}, "matchExpressions": [
+                {"key": "tier", "operator": "Exists"}]}, "template": {**template, "metadata": {
+                    "labels": {"app": "web", "tier": "x"}}}}})
+        recs = await wait_recs(js, ns, 3)
+        await wait_settled(js, bridge)
+        recs = await quiet_then_recs(js, ns, seconds=0.5)
+    assert sorted(r.short for r in recs) == sorted([
+        ("ADDED", "Service", "web"), ("ADDED", "ReplicationController", "old"), ("ADDED", "ReplicaSet", "web")])
+    for r in recs:
+        assert r.subject == f"vcbus.k8s.{r.kind.lower()}.{ns}.{r.record['object']['metadata']['name']}"
+        assert r.headers["Vcbus-Namespace"] == ns and "Vcbus-Job" not in r.headers
+    assert all(isinstance(decode(json.dumps(r.record).encode()), Ignored) for r in recs if r.kind != "ReplicaSet")
+    cache = SchedulerCache()
+    for r in recs:
+        cache.apply(r.seq, json.dumps(r.record).encode())
+    p = pod("web-1", None, namespace=ns, labels={"app": "web", "tier": "x"})
+    p["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "u",
+                                         "controller": True}]
+    cache.apply_object("ADDED", p)
+    snapshot = cache.snapshot()
+    # the Service's labels, then the ReplicaSet's requirements added (as DefaultSelector, repeats and all)
+    assert Workloads(snapshot.workloads).selector(snapshot.tasks[f"{ns}/web-1"]) == (
+        ("app", "In", ("web",)), ("app", "In", ("web",)), ("tier", "Exists", ()))
+
+
 @pytest.mark.slow
 async def test_410_relists_nodes_and_priority_classes(k8s, k8s_namespace, js, cluster_scoped):
     api = k8s.api_client()

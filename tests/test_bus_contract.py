@@ -160,7 +160,7 @@ def test_nodes_and_priority_classes_are_published_cluster_scoped_for_the_schedul
     assert belongs(msg.headers, "ns/j")  # cluster-scoped: part of every job's export
 
 
-def test_namespaces_and_the_volume_objects_are_published_for_the_scheduler():
+def test_namespaces_the_volume_objects_and_the_selecting_objects_are_published_for_the_scheduler():
     def rec(kind: str, api: str, meta: str, rest: str = "") -> bytes:
         return (f'{{"type":"ADDED","object":{{"apiVersion":"{api}","kind":"{kind}","metadata":{{{meta},'
                 f'"uid":"u","resourceVersion":"3"}}{rest}}}}}').encode()
@@ -172,6 +172,10 @@ def test_namespaces_and_the_volume_objects_are_published_for_the_scheduler():
          "vcbus.k8s.storageclass._.fast", ""),
         (rec("PersistentVolumeClaim", "v1", '"name":"data","namespace":"ns"'),
          "vcbus.k8s.persistentvolumeclaim.ns.data", "ns"),
+        (rec("Service", "v1", '"name":"web","namespace":"ns"', ',"spec":{"selector":{"app":"web"}}'),
+         "vcbus.k8s.service.ns.web", "ns"),
+        (rec("ReplicationController", "v1", '"name":"old","namespace":"ns"'),
+         "vcbus.k8s.replicationcontroller.ns.old", "ns"),
     ]
     for data, subject, namespace in cases:
         assert isinstance(decode(data), Ignored)  # the job controller skips them

@@ -378,6 +378,13 @@ def _one_of_each(admin: client.ApiClient, ns: str) -> None:
     _CLUSTER_SCOPED.append(("PersistentVolume", ns))
     core.create_namespaced_persistent_volume_claim(ns, {"metadata": {"name": "watched"}, "spec": {
         "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}})
+    # the selectors of the scheduler's system-default spreading: a Service and a ReplicationController
+    core.create_namespaced_service(ns, {"metadata": {"name": "watched"}, "spec": {
+        "selector": {"app": "watched"}, "ports": [{"port": 80}]}})
+    core.create_namespaced_replication_controller(ns, {"metadata": {"name": "watched"}, "spec": {
+        "replicas": 0, "selector": {"app": "watched"}, "template": {"metadata": {"labels": {"app": "watched"}},
+                                                                    "spec": {"containers": [{"name": "c",
+                                                                                             "image": "busybox"}]}}}})
     apps = client.AppsV1Api(admin)  # a pod's owners (no controller-manager here: only their objects)
     selector = {"matchLabels": {"app": "watched"}}
     template = {"metadata": {"labels": {"app": "watched"}},
@@ -646,6 +653,20 @@ def test_the_role_refuses_what_the_controller_never_does(k8s, deployed):
     _forbidden(core_sa.create_persistent_volume, {"metadata": {"name": f"{node}-x"}, "spec": {
         "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/tmp/x"}}})
     _forbidden(client.StorageV1Api(sa).create_storage_class, {"metadata": {"name": f"{node}-x"}, "provisioner": "x"})
+    # ReplicationControllers are only listed and watched; Services (the svc plugin's) read, created and
+    # deleted, never changed.
+    core.create_namespaced_replication_controller(ns, {"metadata": {"name": "theirs"}, "spec": {
+        "replicas": 0, "selector": {"app": "theirs"}, "template": {"metadata": {"labels": {"app": "theirs"}},
+                                                                   "spec": {"containers": [{"name": "c",
+                                                                                            "image": "busybox"}]}}}})
+    _forbidden(core_sa.read_namespaced_replication_controller, "theirs", ns)
+    _forbidden(core_sa.patch_namespaced_replication_controller, "theirs", ns, {"spec": {"replicas": 1}})
+    _forbidden(core_sa.delete_namespaced_replication_controller, "theirs", ns)
+    _forbidden(core_sa.create_namespaced_replication_controller, ns, {"metadata": {"name": "x"}, "spec": {
+        "selector": {"a": "x"},
+        "template": {"metadata": {"labels": {"a": "x"}}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}})
+    core.create_namespaced_service(ns, {"metadata": {"name": "theirs"}, "spec": {"ports": [{"port": 80}]}})
+    _forbidden(core_sa.patch_namespaced_service, "theirs", ns, {"spec": {"selector": {"a": "x"}}})
     # Nothing outside the job controller's objects.
     _forbidden(client.AppsV1Api(sa).list_deployment_for_all_namespaces)
     # A pod's owners are only listed and watched (the podgroup controller reads their annotations).

@@ -124,8 +124,8 @@ def document() -> dict[str, Any]:
                        "(docs/events.md). `kind` `timer` holds the decider's TIMER records.",
         "parameters": {
             "kind": {"description": "Lower-case kind: job, pod, podgroup, queue, command, node, priorityclass, "
-                                        "namespace, persistentvolumeclaim, persistentvolume, storageclass, replicaset, "
-                                        "statefulset, daemonset, timer."},
+                                        "namespace, persistentvolumeclaim, persistentvolume, storageclass, service, "
+                                        "replicationcontroller, replicaset, statefulset, daemonset, timer."},
             "namespace": {"description": "The object's namespace, `_` for cluster-scoped objects."},
             "name": {"$ref": "#/components/parameters/name"},
         },

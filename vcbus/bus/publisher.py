@@ -18,8 +18,9 @@ Header values carry `%` and control characters as `%XX` (`subjects.header_value`
 no valid Kubernetes name has one, and a CR or LF would break the header block.
 
 Nodes (`v1`), PriorityClasses (`scheduling.k8s.io/v1`), Namespaces, PersistentVolumes (`v1`),
-StorageClasses (`storage.k8s.io/v1`) and PersistentVolumeClaims (`v1`, namespaced) are published too
-(`vcbus.k8s.node._.<name>`, ..., `vcbus.k8s.persistentvolumeclaim.<namespace>.<name>`): the job
+StorageClasses (`storage.k8s.io/v1`), and the namespaced PersistentVolumeClaims, Services and
+ReplicationControllers (`v1`) are published too (`vcbus.k8s.node._.<name>`, ...,
+`vcbus.k8s.persistentvolumeclaim.<namespace>.<name>`, `vcbus.k8s.service.<namespace>.<name>`): the job
 controller ignores them (statemachines.model.records decodes them as Ignored), the
 scheduler folds them. Other records (bookmarks, other kinds) are not published.
 A `TIMER` record (a delayed action firing, appended by the decider) goes to
@@ -96,9 +97,11 @@ def compact_body(data: bytes) -> bytes:
     return _encode(value)
 
 
-# Kinds only the scheduler reads, with the apiVersion it reads (all cluster-scoped but PVCs).
+# Kinds only the scheduler reads, with the apiVersion it reads, and those of them that are namespaced.
 SCHEDULER_KINDS = {"Node": "v1", "PriorityClass": "scheduling.k8s.io/v1", "Namespace": "v1",
-                   "PersistentVolumeClaim": "v1", "PersistentVolume": "v1", "StorageClass": "storage.k8s.io/v1"}
+                   "PersistentVolumeClaim": "v1", "PersistentVolume": "v1", "StorageClass": "storage.k8s.io/v1",
+                   "Service": "v1", "ReplicationController": "v1"}
+NAMESPACED_SCHEDULER_KINDS = frozenset({"PersistentVolumeClaim", "Service", "ReplicationController"})
 
 
 def prepare(data: bytes, decoded: Decoded) -> Prepared | None:
@@ -123,8 +126,8 @@ def prepare(data: bytes, decoded: Decoded) -> Prepared | None:
 
 
 def _scheduler_record(data: bytes, decoded: Ignored) -> Prepared | None:
-    """A Node, PriorityClass, Namespace, PVC, PV or StorageClass watch record (decoded as Ignored by
-    the job controller)."""
+    """A Node, PriorityClass, Namespace, PVC, PV, StorageClass, Service or ReplicationController watch
+    record (decoded as Ignored by the job controller)."""
     if decoded.kind not in SCHEDULER_KINDS:
         return None
     value = _generic.decode(data)  # decode() has parsed it already: valid JSON
@@ -139,7 +142,7 @@ def _scheduler_record(data: bytes, decoded: Ignored) -> Prepared | None:
     meta = obj.get("metadata")
     if not isinstance(meta, dict) or not meta.get("name") or not isinstance(meta["name"], str):
         return None
-    namespace = meta.get("namespace") if kind == "PersistentVolumeClaim" else ""
+    namespace = meta.get("namespace") if kind in NAMESPACED_SCHEDULER_KINDS else ""
     return _watch_message(
         compact_body(data), kind, value["type"], namespace if isinstance(namespace, str) else "", meta["name"],
         str(meta.get("uid") or ""), str(meta.get("resourceVersion") or ""), None,

@@ -140,7 +140,9 @@ def _counts(recorder) -> str:
 @click.option("--all-namespaces", "-A", "all_namespaces", is_flag=True, help="Record every namespace.")
 @click.option("--kind", "kinds", multiple=True, metavar="KIND",
               help="Only these kinds (repeatable; vcjobs, pods, podgroups, queues, commands, nodes, priorityclasses, "
-                   "replicasets, statefulsets, daemonsets, cronjobs).")
+                   "namespaces, persistentvolumeclaims, persistentvolumes, storageclasses, services, "
+                   "replicationcontrollers, replicasets, statefulsets, daemonsets, cronjobs; or their kubectl "
+                   "short names).")
 @click.option("--selector", "-l", metavar="SELECTOR", help="A label selector, for every kind (e.g. app=train).")
 @click.option("--job", "job", metavar="NS/NAME", help="Only this job's vcjob, pods, podgroup and commands.")
 @click.option("--output", "-o", "output", metavar="FILE", help="Write the log here (default: standard output).")

@@ -4,8 +4,9 @@ One `ResourceWatcher` (vcbus.k8s.watching: list-then-watch, bookmarks, relist
 on 410 Gone with DELETED for what vanished, backoff on errors) per resource
 vcbus reads: vcjobs, pods, podgroups, queues and commands (the job
 controller), and the cluster-scoped nodes, priorityclasses, namespaces,
-persistentvolumes and storageclasses, and the persistentvolumeclaims (only the
-scheduler reads those: the job controller's decode ignores them,
+persistentvolumes and storageclasses, and the persistentvolumeclaims, services
+and replicationcontrollers (only the scheduler reads those: the job
+controller's decode ignores them,
 vcbus.bus.publisher publishes them all the same, on `vcbus.k8s.node._.<name>`,
 `vcbus.k8s.persistentvolumeclaim.<namespace>.<name>` and so on). Each event
 becomes a watch record stamped with the time the bridge observed it (`"time"`,
@@ -15,7 +16,10 @@ the event time the state machines use) and is published with its dedup id
 A pod's owners (ReplicaSets, StatefulSets, DaemonSets: the kinds whose annotations Volcano's
 podgroup controller reads, statemachines/podgroups/) are published when their pod template is
 for one of `scheduler_names` (`owner_wanted`), and pods are held back until the owners' first
-lists are in the stream, so that a pod listed at start-up comes after its owner.
+lists are in the stream, so that a pod listed at start-up comes after its owner. The scheduler
+reads the ReplicaSets' and StatefulSets' selectors too, and the ReplicationControllers' (published
+under the same rule) and every Service's: the system-default topology spreading of the pods they
+select (statemachines/scheduler/workloads.py).
 
 Volcano's CronJobs (`batch.volcano.sh/v1alpha1`, statemachines/cronjobs/) are published with one
 more field, `zones`: the time zones each names, read here from the tz database
@@ -90,8 +94,10 @@ log = logging.getLogger("vcbus.bridge")
 
 OWNERS = ("replicasets", "statefulsets", "daemonsets")  # a pod's owners whose annotations the podgroup controller reads
 VOLUMES = ("persistentvolumeclaims", "persistentvolumes", "storageclasses")  # the scheduler's volume checks
+SELECTING = ("services", "replicationcontrollers")  # their selectors (and OWNERS'): system-default spreading
 RESOURCES = ("vcjobs", "pods", "podgroups", "queues", "commands", "nodes", "priorityclasses", "namespaces", *VOLUMES,
-             *OWNERS)
+             *SELECTING, *OWNERS)
+OWNED_BY_TEMPLATE = (*OWNERS, "replicationcontrollers")  # published when their pods are for our scheduler
 OPTIONAL = ("cronjobs",)  # kinds whose CRD a cluster may lack (an older Volcano's CRDs): bridged once installed
 RESOURCES += OPTIONAL  # Volcano's CronJob: each record carries the time zones it names (`cronjob_zones`)
 INSTALL_POLL = 30.0  # seconds: how often to look again for an OPTIONAL kind's CRD
@@ -114,8 +120,9 @@ def pod_wanted(pod: dict, scheduler_names: tuple[str, ...] = SCHEDULER_NAMES) ->
 
 
 def owner_wanted(owner: dict, scheduler_names: tuple[str, ...] = SCHEDULER_NAMES) -> bool:
-    """Whether a ReplicaSet, StatefulSet or DaemonSet reaches the bus: its pods are for our scheduler
-    (its pod template's `schedulerName`), or it is gone (a DELETED: its trim has no spec)."""
+    """Whether a ReplicaSet, StatefulSet, DaemonSet or ReplicationController reaches the bus: its pods
+    are for our scheduler (its pod template's `schedulerName`), or it is gone (a DELETED: its trim has
+    no spec)."""
     spec = owner.get("spec")
     if spec is None:
         return True
@@ -269,7 +276,7 @@ class Bridge:
                                                     **self._selectors(resource))
         else:
             watcher = ResourceWatcher(self.api, resource, namespace=self.namespace, **self._selectors(resource))
-        wanted = pod_wanted if resource == "pods" else owner_wanted if resource in OWNERS else None
+        wanted = pod_wanted if resource == "pods" else owner_wanted if resource in OWNED_BY_TEMPLATE else None
         self.watchers[resource] = watcher
         loop = asyncio.get_running_loop()
         wake = asyncio.Event()  # set by the watcher's thread for each item it queues, and by `stop`

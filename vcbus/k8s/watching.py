@@ -122,7 +122,11 @@ RESOURCES: dict[str, ResourceKind] = {
         ResourceKind("persistentvolumeclaims", "", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True),
         ResourceKind("persistentvolumes", "", "v1", "persistentvolumes", "PersistentVolume", False),
         ResourceKind("storageclasses", "storage.k8s.io", "v1", "storageclasses", "StorageClass", False),
-        # a pod's owners, for Volcano's podgroup controller (statemachines/podgroups/)
+        # the selectors of Services and ReplicationControllers (with the ReplicaSets' and StatefulSets'):
+        # the scheduler's system-default topology spreading
+        ResourceKind("services", "", "v1", "services", "Service", True),
+        ResourceKind("replicationcontrollers", "", "v1", "replicationcontrollers", "ReplicationController", True),
+        # a pod's owners, for Volcano's podgroup controller (statemachines/podgroups/) and the scheduler
         ResourceKind("replicasets", "apps", "v1", "replicasets", "ReplicaSet", True),
         ResourceKind("statefulsets", "apps", "v1", "statefulsets", "StatefulSet", True),
         ResourceKind("daemonsets", "apps", "v1", "daemonsets", "DaemonSet", True),
@@ -145,6 +149,8 @@ _ALIASES = {
     "persistentvolumeclaim": "persistentvolumeclaims", "pvc": "persistentvolumeclaims",
     "persistentvolume": "persistentvolumes", "pv": "persistentvolumes",
     "storageclass": "storageclasses", "sc": "storageclasses", "storageclasses.storage.k8s.io": "storageclasses",
+    "service": "services", "svc": "services",
+    "replicationcontroller": "replicationcontrollers", "rc": "replicationcontrollers",
     "replicaset": "replicasets", "rs": "replicasets", "replicasets.apps": "replicasets",
     "statefulset": "statefulsets", "sts": "statefulsets", "statefulsets.apps": "statefulsets",
     "daemonset": "daemonsets", "ds": "daemonsets", "daemonsets.apps": "daemonsets",
