@@ -34,13 +34,15 @@ Workloads:
 
 Figures per workload and system (medians over `--rounds`, each round alternating the systems):
 `all_running_s` (first create to the last pod Running, seen by a watch of this process),
-`bound_per_s` (pods over the time from the first bind to the last), `bound_p50_s` (a pod's ADDED to its
-bind, p50), `cpu_s` (CPU seconds of the system's processes over the workload: `vcbus up` and its
-nats-server, or Volcano's two), `cluster_cpu_s` (etcd's, the API server's and KWOK's over the same
-time: the load the system's requests and watches put on the cluster), `api_writes` (the API server's
-writes over the workload, from its `apiserver_request_total`: the system's, KWOK's and the
-benchmark's own; `api_writes_by_kind` splits them by verb and resource), `recovery_p50_s` (W3) and
-`peak_rss_mb` (VmHWM of those processes).
+`bound_per_s` (pods over the time from the first bind to the last), `bound_p50_s` (a pod's ADDED to
+its bind, p50), `cpu_s` (CPU seconds of the system's processes over the workload: `vcbus up` and its
+nats-server, or Volcano's two; `cpu_by_process` splits it), `cluster_cpu_s` (etcd's, the API
+server's and KWOK's over the same time: the load the system's requests and watches put on the
+cluster), `api_writes` (the API server's writes over the workload, from its
+`apiserver_request_total`: the system's, KWOK's and the benchmark's own; `api_writes_by_kind` splits
+them by verb and resource), `events_by_reason` (the Events written over the workload by involved
+kind and reason, and their summed `count`), `recovery_p50_s` (W3) and `peak_rss_mb` (VmHWM of those
+processes).
 
 The floor, measured in each round on the same API server and KWOK nodes: the least work any
 controller must do to get the same pods running, sent from this process at the same concurrency
@@ -282,8 +284,19 @@ class System:
             out += _children(proc.pid)  # vcbus's embedded nats-server
         return out
 
+    def cpus(self) -> collections.Counter:
+        """CPU seconds so far by process name (vcbus and nats-server; vc-controller-manager and vc-scheduler)."""
+        out: collections.Counter = collections.Counter()
+        for pid in self.pids():
+            try:
+                name = pathlib.Path(f"/proc/{pid}/comm").read_text().strip()
+            except OSError:
+                continue
+            out[name] += _cpu(pid)
+        return out
+
     def cpu(self) -> float:
-        return sum(_cpu(pid) for pid in self.pids())
+        return sum(self.cpus().values())
 
     def peak_rss_mb(self) -> float:
         return sum(_hwm_mb(pid) for pid in self.pids())
@@ -401,6 +414,17 @@ class Cluster:
             out[f"{verb} {resource}{'/' + sub if sub else ''}"] += int(float(value))
         return out
 
+    def events(self) -> collections.Counter:
+        """The Events stored so far, every namespace, by the involved object's kind and the reason: how many
+        Event objects (the API server's POSTs) and, under "... (count)", their `count` summed (a recorder
+        that aggregates repeats PATCHes the count of one object instead of writing another)."""
+        out: collections.Counter = collections.Counter()
+        for ev in api_request(self.api, "GET", "/api/v1/events")["items"]:
+            key = f"{(ev.get('involvedObject') or {}).get('kind', '')} {ev.get('reason', '')}"
+            out[key] += 1
+            out[key + " (count)"] += ev.get("count") or 1
+        return out
+
     def stop(self) -> None:
         self.kwok.stop()
         self.env.stop()
@@ -417,14 +441,20 @@ class Costs:
 
     def __init__(self, system: System, cluster: Cluster) -> None:
         self.system, self.cluster = system, cluster
-        self.cpu0, self.cluster_cpu0, self.writes0 = system.cpu(), cluster.cpu(), cluster.writes()
+        self.cpus0, self.cluster_cpu0, self.writes0 = system.cpus(), cluster.cpu(), cluster.writes()
+        self.events0 = cluster.events()
 
     def since(self) -> dict:
-        """`cpu_s`, `cluster_cpu_s`, `api_writes` and `api_writes_by_kind` since this was made."""
+        """`cpu_s` (and `cpu_by_process`), `cluster_cpu_s`, `api_writes`, `api_writes_by_kind` and
+        `events_by_reason` since this was made."""
         grown = self.cluster.writes() - self.writes0
-        return {"cpu_s": round(self.system.cpu() - self.cpu0, 2),
+        cpus = self.system.cpus()
+        cpus.subtract(self.cpus0)
+        return {"cpu_s": round(sum(cpus.values()), 2),
+                "cpu_by_process": {name: round(cpu, 2) for name, cpu in sorted(cpus.items())},
                 "cluster_cpu_s": round(self.cluster.cpu() - self.cluster_cpu0, 2),
-                "api_writes": sum(grown.values()), "api_writes_by_kind": dict(grown.most_common())}
+                "api_writes": sum(grown.values()), "api_writes_by_kind": dict(grown.most_common()),
+                "events_by_reason": dict(sorted((self.cluster.events() - self.events0).items()))}
 
 
 def bound_figures(watch: PodWatch, uids: set[str]) -> dict:
