@@ -29,6 +29,37 @@ def volcano_statuses(path: pathlib.Path) -> list[dict]:
     return out
 
 
+def volcano_writes(path: pathlib.Path) -> list[tuple[str, str]]:
+    """(what, name) of the pods and PodGroups Volcano's controller created and deleted, in the log's order:
+    a pod or PodGroup ADDED, a pod's first record with a deletionTimestamp, a PodGroup DELETED."""
+    out, deleting = [], set()
+    for line in path.read_text().splitlines():
+        rec = json.loads(line)
+        obj, kind = rec["object"], rec["object"].get("kind")
+        meta = obj.get("metadata") or {}
+        if kind == "Pod" and rec["type"] == "ADDED":
+            out.append(("CreatePod", meta["name"]))
+        elif kind == "Pod" and meta.get("deletionTimestamp") and meta["uid"] not in deleting:
+            deleting.add(meta["uid"])
+            out.append(("DeletePod", meta["name"]))
+        elif kind == "PodGroup" and rec["type"] in ("ADDED", "DELETED"):
+            out.append(("CreatePodGroup" if rec["type"] == "ADDED" else "DeletePodGroup", meta["name"]))
+    return out
+
+
+def steps(writes: list[tuple[str, str]]) -> list[tuple[str, list[str]]]:
+    """Runs of the same write, each with its names sorted: the order of the pods inside a step is the
+    order their requests happened to finish in, in Volcano (created and deleted in parallel)."""
+    out: list[tuple[str, list[str]]] = []
+    for what, name in writes:
+        if out and out[-1][0] == what:
+            out[-1][1].append(name)
+            out[-1][1].sort()
+        else:
+            out.append((what, [name]))
+    return out
+
+
 def test_replay_ends_where_volcano_ended() -> None:
     statuses = volcano_statuses(LOG)
     volcano = statuses[-1]
@@ -51,6 +82,13 @@ def test_replay_ends_where_volcano_ended() -> None:
     # pkg/controllers/job/job_controller_actions.go), and Volcano's work queue coalesces requests that
     # vcbus decides one by one (docs/replay.md, "A log recorded from Volcano")
     assert [c["status"] for c in job["status"]["conditions"]] == [c["status"] for c in volcano["conditions"]]
+    # the pods and PodGroups created and deleted, in the same order (pods of one step in any order)
+    decided = [(c["command"], c["name"]) for c in job["commands"]
+               if c["command"] in ("CreatePod", "DeletePod", "CreatePodGroup", "DeletePodGroup")]
+    assert steps(decided) == steps(volcano_writes(LOG)) and len(decided) == 15
+    # and the job's last transition time and running duration
+    assert job["status"]["state"]["lastTransitionTime"] == volcano["state"]["lastTransitionTime"]
+    assert job["status"]["runningDuration"] == volcano["runningDuration"]
 
 
 def test_record_script_names_missing_binaries(tmp_path: pathlib.Path) -> None:
