@@ -152,6 +152,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hold", type=float, default=5.0, metavar="SECONDS",
                     help="how long the pods run before each exit (default 5)")
     args = ap.parse_args(argv)
+    if not args.hold >= 0:
+        print(f"record-volcano-seed: --hold {args.hold:g}: expected seconds, 0 or more", file=sys.stderr)
+        return 2
     missing = [b for b in ("vc-controller-manager", "vc-scheduler") if not os.access(args.volcano_bin / b, os.X_OK)]
     if missing:
         print(f"record-volcano-seed: --volcano-bin {args.volcano_bin}: no executable {', '.join(missing)} there "

@@ -91,8 +91,9 @@ def test_replay_ends_where_volcano_ended() -> None:
     assert job["status"]["runningDuration"] == volcano["runningDuration"]
 
 
-def test_record_script_names_missing_binaries(tmp_path: pathlib.Path) -> None:
-    """scripts/record-volcano-seed.py without Volcano's binaries: one line naming them, exit 2, nothing started."""
+def test_record_script_says_what_is_wrong(tmp_path: pathlib.Path) -> None:
+    """scripts/record-volcano-seed.py without Volcano's binaries, or with a negative --hold: one line saying
+    what is wrong, exit 2, nothing started."""
     res = subprocess.run([sys.executable, str(ROOT / "scripts" / "record-volcano-seed.py"), "--volcano-bin", str(tmp_path),
                           "-o", str(tmp_path / "out.jsonl")], capture_output=True, cwd=ROOT, timeout=60)
     assert res.returncode == 2
@@ -100,3 +101,6 @@ def test_record_script_names_missing_binaries(tmp_path: pathlib.Path) -> None:
     assert err.count("\n") == 1 and "Traceback" not in err
     assert f"--volcano-bin {tmp_path}: no executable vc-controller-manager, vc-scheduler there" in err
     assert not (tmp_path / "out.jsonl").exists()
+    res = subprocess.run([sys.executable, str(ROOT / "scripts" / "record-volcano-seed.py"), "--hold", "-1"],
+                         capture_output=True, cwd=ROOT, timeout=60)
+    assert res.returncode == 2 and res.stderr.decode() == "record-volcano-seed: --hold -1: expected seconds, 0 or more\n"
