@@ -3,7 +3,7 @@
 Every log is replayed twice, each time with a fresh engine, and the encoded
 outputs (every domain event and command, in order) and the `vcbus replay
 --json` report are compared byte for byte. The logs are the example logs
-(examples/*.json*), the scenarios registered with `tests.builders.scenario`,
+(examples/*.json* and examples/volcano/), the scenarios registered with `tests.builders.scenario`,
 and every log a state-machine test builds with a `Harness` (each test case of
 tests/test_sm_*.py is run again here, its logs collected). The scenarios must
 build the same log twice, a simulated run must equal its own replay, and the
@@ -39,7 +39,8 @@ from vcbus.replaying import replay_stream
 from vcbus.watchlog import decode_record, read_records
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-EXAMPLES = sorted(p.name for p in (ROOT / "examples").glob("*.json*"))
+EXAMPLES = sorted(p.relative_to(ROOT / "examples").as_posix()  # the simulated logs and the one recorded from Volcano
+                  for pattern in ("*.json*", "volcano/*.json*") for p in (ROOT / "examples").glob(pattern))
 
 
 def scenario_log(name: str) -> bytes:
