@@ -290,6 +290,9 @@ def up(
         from vcbus.schedconf import load_config
 
         scheduler = SchedulerOptions(load_config(scheduler_conf), duration(schedule_period, "--schedule-period"))
+    from vcbus import switch_interval
+
+    switch_interval.configure()  # the actuator's threads get the GIL back within 1 ms of their socket waits
     interrupted = asyncio.run(
         _up(
             settings,
