@@ -63,7 +63,6 @@ async def test_without_the_cronjob_crd_vcjobs_are_bridged_and_cronjobs_once_it_i
         k8s, k8s_namespace, js, caplog, monkeypatch):
     """A cluster with an older Volcano's CRDs has no CronJob kind: the bridge says so once and does not
     hold vcjobs back for it (vcjobs wait for every other kind's first list); installed later, it is bridged."""
-    import asyncio
 
     from kubernetes import client
 
@@ -76,16 +75,7 @@ async def test_without_the_cronjob_crd_vcjobs_are_bridged_and_cronjobs_once_it_i
     [doc] = [d for d in k8s.crd_documents() if d["metadata"]["name"] == "cronjobs.batch.volcano.sh"]
     ext.delete_custom_resource_definition("cronjobs.batch.volcano.sh")
     try:
-        deadline = asyncio.get_running_loop().time() + 60
-        while True:  # the kind's handler goes once the CRD is gone
-            try:
-                client.CustomObjectsApi(api).list_namespaced_custom_object("batch.volcano.sh", "v1alpha1", ns, "cronjobs")
-            except client.ApiException as err:
-                if err.status == 404:
-                    break
-                raise
-            assert asyncio.get_running_loop().time() < deadline, "the CronJob CRD was never removed"
-            await asyncio.sleep(0.2)
+        await crd_gone(api, ns, "batch.volcano.sh", "cronjobs")
         await create(api, "vcjobs", ns, vcjob("j"))
         caplog.set_level("WARNING", logger="vcbus.bridge")
         async with _bridge_without_cronjob_watcher(js, api, ns) as bridge:
@@ -98,6 +88,24 @@ async def test_without_the_cronjob_crd_vcjobs_are_bridged_and_cronjobs_once_it_i
             assert recs[1].short == ("ADDED", "CronJob", "later") and bridge.listed["cronjobs"].is_set()
     finally:
         k8s.install_crds([doc])
+
+
+async def crd_gone(api, ns: str, group: str, plural: str) -> None:
+    """Wait until the API server no longer serves `plural` (its CRD deleted: the kind's handler goes)."""
+    import asyncio
+
+    from kubernetes import client
+
+    deadline = asyncio.get_running_loop().time() + 60
+    while True:
+        try:
+            client.CustomObjectsApi(api).list_namespaced_custom_object(group, "v1alpha1", ns, plural)
+        except client.ApiException as err:
+            if err.status == 404:
+                return
+            raise
+        assert asyncio.get_running_loop().time() < deadline, f"the {plural} CRD was never removed"
+        await asyncio.sleep(0.2)
 
 
 def _bridge_without_cronjob_watcher(js, api, ns):

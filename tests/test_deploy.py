@@ -35,6 +35,7 @@ from statemachines import outputs as o
 from statemachines.admission.mutate import mutate_job
 from statemachines.manifests.renderer import Renderer
 from statemachines.model.cronjob import CronJobStatus, ObjectReference
+from statemachines.model.jobflow import FlowState, JobFlowStatus, JobTemplateStatus
 from statemachines.model.status import initial_status
 from tests import k8s_env
 from tests.test_actuator_workload_podgroups import decided, live, pod_manifest
@@ -396,6 +397,8 @@ def _one_of_each(admin: client.ApiClient, ns: str) -> None:
     apps.create_namespaced_daemon_set(ns, {"metadata": {"name": "watched"}, "spec": {
         "selector": selector, "template": template}})
     custom.create_namespaced_custom_object(JOB_GROUP, JOB_VERSION, ns, CRONJOBS, _cronjob("watched", job))
+    custom.create_namespaced_custom_object(FLOW_GROUP, FLOW_VERSION, ns, "jobtemplates", _jobtemplate("watched", job))
+    custom.create_namespaced_custom_object(FLOW_GROUP, FLOW_VERSION, ns, "jobflows", _jobflow("watched"))
 
 
 _CLUSTER_SCOPED: list[tuple[str, str]] = []  # (kind, name) made here, deleted after the module
@@ -406,6 +409,19 @@ def _cronjob(name: str, job: dict) -> dict:
     """A suspended CronJob whose runs would be `job` (a vcjob as the API server returned it)."""
     return {"apiVersion": f"{JOB_GROUP}/{JOB_VERSION}", "kind": "CronJob", "metadata": {"name": name},
             "spec": {"schedule": "0 0 1 1 *", "suspend": True, "jobTemplate": {"spec": job["spec"]}}}
+
+
+FLOW_GROUP, FLOW_VERSION = "flow.volcano.sh", "v1alpha1"
+
+
+def _jobtemplate(name: str, job: dict) -> dict:
+    return {"apiVersion": f"{FLOW_GROUP}/{FLOW_VERSION}", "kind": "JobTemplate", "metadata": {"name": name},
+            "spec": job["spec"]}
+
+
+def _jobflow(name: str, *flows: str) -> dict:
+    return {"apiVersion": f"{FLOW_GROUP}/{FLOW_VERSION}", "kind": "JobFlow", "metadata": {"name": name},
+            "spec": {"flows": [{"name": f} for f in flows]}}
 
 
 def _node(core: client.CoreV1Api, name: str) -> str:
@@ -591,12 +607,33 @@ def test_the_actuator_applies_every_command_type_as_the_service_account(k8s, dep
         last_schedule_time="2026-01-01T00:00:00Z")))
     assert custom.get_namespaced_custom_object(JOB_GROUP, JOB_VERSION, ns, CRONJOBS, "nightly")["status"] == {
         "lastScheduleTime": "2026-01-01T00:00:00Z"}
+    # The jobflow and jobtemplate controllers: a flow's vcjob made as the JobFlow's, both statuses written,
+    # an Event on the JobFlow, the vcjob deleted (jobRetainPolicy delete).
+    custom.create_namespaced_custom_object(FLOW_GROUP, FLOW_VERSION, ns, "jobtemplates", _jobtemplate("prep", job))
+    jt_uid = custom.get_namespaced_custom_object(FLOW_GROUP, FLOW_VERSION, ns, "jobtemplates", "prep")["metadata"]["uid"]
+    jf = custom.create_namespaced_custom_object(FLOW_GROUP, FLOW_VERSION, ns, "jobflows", _jobflow("nightly", "prep"))
+    jf_key, jf_uid = f"{ns}/nightly", jf["metadata"]["uid"]
+    marks = {"volcano.sh/createdByJobTemplate": f"{ns}.prep", "volcano.sh/createdByJobFlow": f"{ns}.nightly"}
+    apply(o.CreateJobFlowJob(job=jf_key, seq=27, name="nightly-prep", jobflow="nightly", jobflow_uid=jf_uid,
+                             template="prep", labels=marks, annotations=marks, spec=job["spec"]))
+    flow_job = custom.get_namespaced_custom_object(JOB_GROUP, JOB_VERSION, ns, JOB_PLURAL, "nightly-prep")
+    assert [(r["kind"], r["uid"], r["controller"]) for r in flow_job["metadata"]["ownerReferences"]] == [
+        ("JobFlow", jf_uid, True)]
+    apply(o.UpdateJobFlowStatus(job=jf_key, seq=28, name="nightly", uid=jf_uid, status=JobFlowStatus(
+        pending_jobs=["nightly-prep"], state=FlowState(phase="Pending"))))
+    assert custom.get_namespaced_custom_object(FLOW_GROUP, FLOW_VERSION, ns, "jobflows", "nightly")["status"] == {
+        "pendingJobs": ["nightly-prep"], "state": {"phase": "Pending"}}
+    apply(o.UpdateJobTemplateStatus(job=f"{ns}/prep", seq=29, name="prep", uid=jt_uid,
+                                    status=JobTemplateStatus(job_depends_on_list=["nightly-prep"])))
+    apply(o.RecordEvent(job=jf_key, seq=30, reason="Created", message="create a job named nightly-prep!", kind="JobFlow",
+                        name="nightly", api_version=f"{FLOW_GROUP}/{FLOW_VERSION}", component="vc-controller-manager"))
+    apply(o.DeleteJobFlowJob(job=jf_key, seq=31, name="nightly-prep", uid=flow_job["metadata"]["uid"]))
     # The garbage collector.
     apply(o.DeleteJob(job=key, seq=22, uid=uid))
 
     assert {t for t, _ in applied} == set(o.COMMANDS), "a command type is not exercised here"
     assert {e.reason for e in core.list_namespaced_event(ns).items} == {"ExecuteAction", "Unschedulable", "Scheduled",
-                                                                         "SuccessfulCreate"}
+                                                                         "SuccessfulCreate", "Created"}
     assert any(e.involved_object.name == queue for e in core.list_namespaced_event("default").items)
 
 
@@ -614,7 +651,16 @@ def test_the_role_refuses_what_the_controller_never_does(k8s, deployed):
     _refused_by_policy(lambda name: as_sa.create_namespaced_custom_object(
         JOB_GROUP, JOB_VERSION, ns, JOB_PLURAL, {"apiVersion": f"{JOB_GROUP}/{JOB_VERSION}", "kind": "Job",
                                                  "metadata": {"name": name}, "spec": job["spec"]}),
-        "vcbus creates vcjobs only as a CronJob's runs")
+        "vcbus creates vcjobs only as a CronJob's runs or a JobFlow's jobs")
+    # JobFlows and JobTemplates belong to their users: read and their status written, never created, changed
+    # or deleted.
+    custom.create_namespaced_custom_object(FLOW_GROUP, FLOW_VERSION, ns, "jobflows", _jobflow("theirs"))
+    _forbidden(as_sa.create_namespaced_custom_object, FLOW_GROUP, FLOW_VERSION, ns, "jobflows", _jobflow("x"))
+    _forbidden(as_sa.patch_namespaced_custom_object, FLOW_GROUP, FLOW_VERSION, ns, "jobflows", "theirs",
+               {"spec": {"jobRetainPolicy": "delete"}})
+    _forbidden(as_sa.delete_namespaced_custom_object, FLOW_GROUP, FLOW_VERSION, ns, "jobflows", "theirs")
+    _forbidden(as_sa.create_namespaced_custom_object, FLOW_GROUP, FLOW_VERSION, ns, "jobtemplates",
+               _jobtemplate("x", job))
     # CronJobs belong to their users too: read and their status written, never created, changed or deleted.
     custom.create_namespaced_custom_object(JOB_GROUP, JOB_VERSION, ns, CRONJOBS, _cronjob("theirs", job))
     _forbidden(as_sa.create_namespaced_custom_object, JOB_GROUP, JOB_VERSION, ns, CRONJOBS, _cronjob("x", job))
@@ -702,6 +748,9 @@ def test_the_observe_only_role_lets_the_bridge_watch_and_nothing_else(k8s, deplo
         o.UpdateJobStatus(job=key, seq=3, status=initial_status(3, "2026-11-30T08:00:00Z")),
         o.CreateCronJobRun(job=f"{ns}/watched", seq=4, name="watched-1", cronjob="watched", cronjob_uid="u"),
         o.UpdateCronJobStatus(job=f"{ns}/watched", seq=5, name="watched", uid="u", status=CronJobStatus()),
+        o.CreateJobFlowJob(job=f"{ns}/watched", seq=6, name="watched-watched", jobflow="watched", jobflow_uid="u",
+                           template="watched"),
+        o.UpdateJobFlowStatus(job=f"{ns}/watched", seq=7, name="watched", uid="u", status=JobFlowStatus()),
     ):
         _forbidden(act.apply, cmd)  # the actuator's first call, `get` of the vcjob, is already refused
 
@@ -915,6 +964,25 @@ def test_a_cronjobs_runs_need_cronjobs_finalizers(k8s, deployed, strict_apiserve
     assert Actuator(sa).apply(run) == "applied"
 
 
+JOBFLOWS_FINALIZERS = {"apiGroups": ["flow.volcano.sh"], "resources": ["jobflows/finalizers"], "verbs": ["update"]}
+
+
+def test_a_jobflows_jobs_need_jobflows_finalizers(k8s, deployed, strict_apiserver):
+    """A flow's vcjob has the JobFlow as its controller with blockOwnerDeletion (Volcano's
+    SetControllerReference): with OwnerReferencesPermissionEnforcement, creating it needs `update` on
+    jobflows/finalizers."""
+    sa, lacking = _with_and_without(deployed, strict_apiserver, [JOBFLOWS_FINALIZERS], "vcbus-no-jf-finalizers")
+    ns = k8s.create_namespace(f"deploy-jf-{uuid.uuid4().hex[:6]}")
+    custom = client.CustomObjectsApi(strict_apiserver())
+    job = _seed_job(custom, ns)
+    jf = custom.create_namespaced_custom_object(FLOW_GROUP, FLOW_VERSION, ns, "jobflows", _jobflow("nightly", "prep"))
+    create = o.CreateJobFlowJob(job=f"{ns}/nightly", seq=1, name="nightly-prep", jobflow="nightly",
+                                jobflow_uid=jf["metadata"]["uid"], template="prep", spec=job["spec"])
+    err = _forbidden(Actuator(lacking).apply, create)
+    assert "cannot set blockOwnerDeletion" in err.body
+    assert Actuator(sa).apply(create) == "applied"
+
+
 # The owners a pod of Volcano's scheduler may have, with blockOwnerDeletion (their controllers set it).
 WORKLOADS = [
     ("ReplicaSet", lambda api, ns, body: client.AppsV1Api(api).create_namespaced_replica_set(ns, body)),
@@ -929,7 +997,7 @@ def test_podgroups_of_workload_pods_need_their_owners_finalizers(k8s, deployed, 
     blockOwnerDeletion: with OwnerReferencesPermissionEnforcement each owner kind needs its finalizers.
     No controller-manager runs: each owner's pod is made here with the reference its controller sets."""
     rules = obj(deployed[2], "ClusterRole", "vcbus-controller")["rules"]
-    owners_finalizers = [r for r in rules if r not in (JOBS_FINALIZERS, CRONJOBS_FINALIZERS)
+    owners_finalizers = [r for r in rules if r not in (JOBS_FINALIZERS, CRONJOBS_FINALIZERS, JOBFLOWS_FINALIZERS)
                          and any(res.endswith("/finalizers") for res in r["resources"])]
     assert len(owners_finalizers) == 3, owners_finalizers
     sa, lacking = _with_and_without(deployed, strict_apiserver, owners_finalizers, "vcbus-no-owner-finalizers")

@@ -47,6 +47,7 @@ from nats.js.api import PubAck
 from statemachines.cache import pod_identity
 from statemachines.model.objects import Command, Job, Pod, PodGroup
 from statemachines.model.cronjob import CronJobRecord
+from statemachines.model.jobflow import FlowRecord
 from statemachines.model.records import WATCH_TYPES, Decoded, Ignored, Observed, TimerRecord
 from statemachines.timers.rules import Timer
 from vcbus.bus import subjects as s
@@ -115,6 +116,11 @@ def prepare(data: bytes, decoded: Decoded) -> Prepared | None:
         meta = decoded.object.metadata
         return _watch_message(compact_body(data), "CronJob", decoded.type, meta.namespace, meta.name, meta.uid,
                               meta.resource_version, None)
+    if isinstance(decoded, FlowRecord):  # vcbus.k8s.jobflow.<ns>.<name>, vcbus.k8s.jobtemplate.<ns>.<name>; of no vcjob
+        obj = decoded.object
+        meta = obj.metadata
+        return _watch_message(compact_body(data), type(obj).__name__, decoded.type, meta.namespace, meta.name,
+                              meta.uid, meta.resource_version, None)
     if not isinstance(decoded, Observed):
         return None
     obj = decoded.object

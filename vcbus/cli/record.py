@@ -141,7 +141,8 @@ def _counts(recorder) -> str:
 @click.option("--kind", "kinds", multiple=True, metavar="KIND",
               help="Only these kinds (repeatable; vcjobs, pods, podgroups, queues, commands, nodes, priorityclasses, "
                    "namespaces, persistentvolumeclaims, persistentvolumes, storageclasses, services, "
-                   "replicationcontrollers, replicasets, statefulsets, daemonsets, cronjobs; or their kubectl "
+                   "replicationcontrollers, replicasets, statefulsets, daemonsets, cronjobs, jobflows, jobtemplates; or "
+                   "their kubectl "
                    "short names).")
 @click.option("--selector", "-l", metavar="SELECTOR", help="A label selector, for every kind (e.g. app=train).")
 @click.option("--job", "job", metavar="NS/NAME", help="Only this job's vcjob, pods, podgroup and commands.")

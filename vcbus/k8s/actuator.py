@@ -26,7 +26,9 @@ queue controller's and garbage collector's commands (BindPod, EvictPod,
 UpdatePodCondition, UpdatePodGroupStatus, UpdateQueueStatus, CreateQueue,
 DeleteJob) are in vcbus.k8s.scheduler_commands, the podgroup controller's
 (CreateWorkloadPodGroup, AnnotatePodGroupName) in vcbus.k8s.workload_podgroups, the cronjob
-controller's (CreateCronJobRun, DeleteCronJobRun, UpdateCronJobStatus) in vcbus.k8s.cronjob_commands.
+controller's (CreateCronJobRun, DeleteCronJobRun, UpdateCronJobStatus) in vcbus.k8s.cronjob_commands, the
+jobflow and jobtemplate controllers' (CreateJobFlowJob, DeleteJobFlowJob, UpdateJobFlowStatus,
+UpdateJobTemplateStatus) in vcbus.k8s.jobflow_commands.
 
 Job keys `_/<name>` are cluster-scoped (queues, the scheduler): only the
 commands about cluster-scoped objects (Queue status, CreateQueue, an event on
@@ -67,6 +69,7 @@ from vcbus.k8s.scheduler_commands import SchedulerCommands
 from vcbus.k8s.watchcache import WatchCache
 from vcbus.k8s.workload_podgroups import WorkloadPodGroups
 from vcbus.k8s.cronjob_commands import CronJobCommands
+from vcbus.k8s.jobflow_commands import JobFlowCommands
 from vcbus.sshkeys import generate_ssh_keypair
 
 log = logging.getLogger("vcbus.actuator")
@@ -86,7 +89,7 @@ def _status(err: ApiException) -> int:
     return int(getattr(err, "status", 0) or 0)
 
 
-class Actuator(SchedulerCommands, WorkloadPodGroups, CronJobCommands, EventRecording):
+class Actuator(SchedulerCommands, WorkloadPodGroups, CronJobCommands, JobFlowCommands, EventRecording):
     """Applies commands with the official `kubernetes` client (synchronous calls)."""
 
     def __init__(self, api_client: client.ApiClient, cache: WatchCache | None = None) -> None:

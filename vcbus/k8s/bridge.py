@@ -25,7 +25,9 @@ Volcano's CronJobs (`batch.volcano.sh/v1alpha1`, statemachines/cronjobs/) are pu
 more field, `zones`: the time zones each names, read here from the tz database
 (vcbus/cronjobs/zonedata.py), since the domain reads none. A cluster without their CRD (an older
 Volcano's CRDs) is told so once and looked at again every `INSTALL_POLL` seconds; until then
-CronJobs count as listed, so vcjobs are not held back by them.
+CronJobs count as listed, so vcjobs are not held back by them. Volcano's JobFlows and JobTemplates
+(`flow.volcano.sh/v1alpha1`, statemachines/jobflows/) are published as they come, their CRDs
+optional in the same way.
 
 Pods: every pod is watched, and a pod is published when either reader needs
 it, the filter Volcano's own informers use: the job controller reads the pods
@@ -98,8 +100,9 @@ SELECTING = ("services", "replicationcontrollers")  # their selectors (and OWNER
 RESOURCES = ("vcjobs", "pods", "podgroups", "queues", "commands", "nodes", "priorityclasses", "namespaces", *VOLUMES,
              *SELECTING, *OWNERS)
 OWNED_BY_TEMPLATE = (*OWNERS, "replicationcontrollers")  # published when their pods are for our scheduler
-OPTIONAL = ("cronjobs",)  # kinds whose CRD a cluster may lack (an older Volcano's CRDs): bridged once installed
-RESOURCES += OPTIONAL  # Volcano's CronJob: each record carries the time zones it names (`cronjob_zones`)
+# kinds whose CRD a cluster may lack (an older Volcano's CRDs, or none of Volcano's flow CRDs): bridged once installed
+OPTIONAL = ("cronjobs", "jobflows", "jobtemplates")
+RESOURCES += OPTIONAL  # Volcano's CronJob (each record with the time zones it names: `cronjob_zones`), JobFlow, JobTemplate
 INSTALL_POLL = 30.0  # seconds: how often to look again for an OPTIONAL kind's CRD
 BRIDGE_BUCKET = "vcbus_bridge"
 # published once these resources' first lists are in the stream: vcjobs after every other resource's,

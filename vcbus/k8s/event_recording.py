@@ -1,9 +1,9 @@
-"""RecordEvent on the cluster: a Kubernetes Event on the vcjob, a PodGroup, a Pod, a Queue or a CronJob.
+"""RecordEvent on the cluster: a Kubernetes Event on the vcjob, a PodGroup, a Pod, a Queue, a CronJob or a JobFlow.
 
 The involved object is the vcjob of the command's job key unless the command
 names another one (`kind`/`name`): a PodGroup or a Pod in the job's namespace,
-or a cluster-scoped Queue (job key `_/<queue>`), or the CronJob of the key (the cronjob
-controller's, read with `get`). Its uid and resourceVersion
+or a cluster-scoped Queue (job key `_/<queue>`), or the CronJob or JobFlow of the key (those
+controllers', read with `get`). Its uid and resourceVersion
 come from the watch cache of the same process when it holds the object (the
 vcjob, the pod, the PodGroup: as Volcano's recorder names the object its
 informer holds), else from the API server (the vcjob and the pod with `get`, a
@@ -53,6 +53,7 @@ log = logging.getLogger("vcbus.actuator")
 
 COMPONENT = "vc-controller-manager"
 JOB_API_VERSION = "batch.volcano.sh/v1alpha1"
+FLOW_API_VERSION = "flow.volcano.sh/v1alpha1"
 SCHEDULING_API_VERSION = "scheduling.volcano.sh/v1beta1"
 CLUSTER_EVENT_NAMESPACE = "default"  # metav1.NamespaceDefault: where events of cluster-scoped objects go
 _PLURALS = {"PodGroup": "podgroups", "Queue": "queues"}
@@ -88,6 +89,9 @@ class EventRecording:
     def _cronjob(self, ns: str, name: str) -> dict | None:  # provided by CronJobCommands
         raise NotImplementedError
 
+    def _jobflow(self, ns: str, name: str) -> dict | None:  # provided by JobFlowCommands
+        raise NotImplementedError
+
     def _cached(self, resource: str, ns: str, name: str) -> dict | None:
         """The watch cache's object (vcbus.k8s.watchcache), None on a miss. An Event names its object as the
         recorder's cache holds it (Volcano's recorder takes the object from its informer's cache); the uid
@@ -110,10 +114,10 @@ class EventRecording:
         """The Event's involvedObject (an ObjectReference as JSON), None when the object is gone."""
         kind = cmd.kind or "Job"
         cluster = ns == CLUSTER_SCOPE
-        if cluster and kind in ("Job", "Pod", "PodGroup", "CronJob"):
+        if cluster and kind in ("Job", "Pod", "PodGroup", "CronJob", "JobFlow"):
             return None  # namespaced objects: never under a cluster key
         expected = {"Job": JOB_API_VERSION, "Pod": "v1", "PodGroup": SCHEDULING_API_VERSION, "Queue": SCHEDULING_API_VERSION,
-                    "CronJob": JOB_API_VERSION}
+                    "CronJob": JOB_API_VERSION, "JobFlow": FLOW_API_VERSION}
         if cmd.api_version and cmd.api_version != expected.get(kind, cmd.api_version):
             raise Refused(f"an event about a {kind} of {cmd.api_version}: vcbus records events only on its own kinds")
         require_event_target(kind, cmd.name or name, ns, name, cluster=cluster)
@@ -124,6 +128,9 @@ class EventRecording:
         elif kind == "CronJob":  # the cronjob controller's, on the CronJob of its key (require_event_target)
             obj = self._cronjob(ns, name)
             api_version = JOB_API_VERSION
+        elif kind == "JobFlow":  # the jobflow controller's, on the JobFlow of its key (require_event_target)
+            obj = self._jobflow(ns, name)
+            api_version = FLOW_API_VERSION
         elif kind == "Pod":  # one per bound pod (Scheduled): the watch cache's, else read as plain JSON
             pod = self._cached(watchcache.PODS, ns, cmd.name or name) or rawcalls.read(
                 self.api, rawcalls.pod_path(ns, cmd.name or name))

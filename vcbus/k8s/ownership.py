@@ -154,7 +154,7 @@ def require_own_key(obj: Any, kind: str, ns: str, key_name: str) -> None:
         raise Refused(f"{describe(kind, ns, name)} belongs to no vcjob and is not {ns}/{key_name}")
 
 
-EVENT_KINDS = ("Job", "Pod", "PodGroup", "Queue", "CronJob")
+EVENT_KINDS = ("Job", "Pod", "PodGroup", "Queue", "CronJob", "JobFlow")
 
 
 def require_event_target(kind: str, target: str, key_ns: str, key_name: str, *, cluster: bool) -> None:
@@ -164,8 +164,8 @@ def require_event_target(kind: str, target: str, key_ns: str, key_name: str, *, 
         raise Refused(f"an event about a {kind} ({target}): vcbus records events only on {', '.join(EVENT_KINDS)}")
     if kind == "Job" and target != key_name:
         raise Refused(f"an event about vcjob {key_ns}/{target} under the key of vcjob {key_ns}/{key_name}")
-    if kind == "CronJob" and target != key_name:  # the cronjob controller's: keyed by its CronJob
-        raise Refused(f"an event about CronJob {key_ns}/{target} under the key {key_ns}/{key_name}")
+    if kind in ("CronJob", "JobFlow") and target != key_name:  # those controllers': keyed by their object
+        raise Refused(f"an event about {kind} {key_ns}/{target} under the key {key_ns}/{key_name}")
     if kind == "Queue" and (not cluster or target != key_name):
         raise Refused(f"an event about Queue {target} under the key {key_ns}/{key_name} (queues have `_/<queue>`)")
 

@@ -132,6 +132,9 @@ RESOURCES: dict[str, ResourceKind] = {
         ResourceKind("daemonsets", "apps", "v1", "daemonsets", "DaemonSet", True),
         # Volcano's CronJob (statemachines/cronjobs/)
         ResourceKind("cronjobs", "batch.volcano.sh", "v1alpha1", "cronjobs", "CronJob", True),
+        # Volcano's JobFlow and JobTemplate (statemachines/jobflows/)
+        ResourceKind("jobflows", "flow.volcano.sh", "v1alpha1", "jobflows", "JobFlow", True),
+        ResourceKind("jobtemplates", "flow.volcano.sh", "v1alpha1", "jobtemplates", "JobTemplate", True),
     )
 }
 
@@ -155,6 +158,8 @@ _ALIASES = {
     "statefulset": "statefulsets", "sts": "statefulsets", "statefulsets.apps": "statefulsets",
     "daemonset": "daemonsets", "ds": "daemonsets", "daemonsets.apps": "daemonsets",
     "cronjob": "cronjobs", "cronvcjob": "cronjobs", "cronvj": "cronjobs", "cronjobs.batch.volcano.sh": "cronjobs",
+    "jobflow": "jobflows", "jf": "jobflows", "jobflows.flow.volcano.sh": "jobflows",
+    "jobtemplate": "jobtemplates", "jt": "jobtemplates", "jobtemplates.flow.volcano.sh": "jobtemplates",
 }
 
 
