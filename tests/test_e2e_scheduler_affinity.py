@@ -88,3 +88,17 @@ def test_on_two_nodes_nothing_is_bound_and_the_condition_names_the_anti_affinity
     three_sessions_bind_nothing(sc, nats_server.url)
     assert condition() is not None
     print(f"condition: {cond}")
+
+
+@pytest.mark.parametrize("scenario", [3], indirect=True)
+def test_the_svc_plugins_service_spreads_the_seed_job_over_the_nodes(scenario):
+    """No affinity at all, but the `svc` plugin: its headless Service selects the job's pods, so Volcano's
+    PodTopologySpread score (system-default constraints, `defaultingType: System`) spreads them, one pod
+    per node, where the least-requested score alone puts all three on the large node. Needs the Service
+    watched, bridged and folded into the scheduler's facts."""
+    job = seed_job()
+    job["spec"].setdefault("plugins", {})["svc"] = []
+    for task in job["spec"]["tasks"]:
+        for c in task["template"]["spec"]["containers"]:
+            c["resources"] = {"requests": dict(SMALL), "limits": dict(SMALL)}
+    one_pod_per_node_on_three(scenario, job)
