@@ -6,12 +6,11 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test test-fast lint run bench envtest kwok browser js-example helm shells docs docs-images clean crds lock
+.PHONY: venv setup test test-fast lint run bench envtest kwok browser js-example helm shells docs docs-images clean crds lock
 
+# scripts/venv.sh: uv with its cache (seconds on a fresh clone), pip if uv cannot; says its time.
 $(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	@scripts/venv.sh $(PY) $(VENV)
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -73,7 +72,11 @@ shells:
 helm:
 	@scripts/install-helm.sh >/dev/null || echo "make helm: no helm; the chart tests will skip (fail if VCBUS_REQUIRE_K8S=1)" >&2
 
-test: $(STAMP) envtest kwok browser js-example helm shells lint
+# The set-up steps side by side, each one's time reported (scripts/test-setup.sh); then lint and the suite.
+setup:
+	@scripts/test-setup.sh $(MAKE)
+
+test: $(STAMP) setup lint
 	$(BIN)/python -m pytest
 
 test-fast: $(STAMP)
