@@ -28,7 +28,8 @@ DeleteJob) are in vcbus.k8s.scheduler_commands, the podgroup controller's
 (CreateWorkloadPodGroup, AnnotatePodGroupName) in vcbus.k8s.workload_podgroups, the cronjob
 controller's (CreateCronJobRun, DeleteCronJobRun, UpdateCronJobStatus) in vcbus.k8s.cronjob_commands, the
 jobflow and jobtemplate controllers' (CreateJobFlowJob, DeleteJobFlowJob, UpdateJobFlowStatus,
-UpdateJobTemplateStatus) in vcbus.k8s.jobflow_commands.
+UpdateJobTemplateStatus) in vcbus.k8s.jobflow_commands. `HANDLERS` is the one table of which method
+carries out which command type.
 
 Job keys `_/<name>` are cluster-scoped (queues, the scheduler): only the
 commands about cluster-scoped objects (Queue status, CreateQueue, an event on
@@ -43,6 +44,7 @@ counted (`refused`), returned as "refused", never executed.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from kubernetes import client
@@ -119,7 +121,7 @@ class Actuator(SchedulerCommands, WorkloadPodGroups, CronJobCommands, JobFlowCom
 
     def _apply(self, cmd: o.Output, *, index: int, msg_id: str) -> str:
         ns, name = cmd.job.split("/", 1)
-        handler = getattr(self, "_" + type(cmd).__name__, None)
+        handler = HANDLERS.get(type(cmd))
         if handler is None or (ns == CLUSTER_SCOPE and not isinstance(cmd, CLUSTER_COMMANDS)):
             log.warning("actuator: %s for %s dropped: no such command for that key", type(cmd).__name__, cmd.job)
             self.dropped += 1
@@ -127,7 +129,7 @@ class Actuator(SchedulerCommands, WorkloadPodGroups, CronJobCommands, JobFlowCom
         if isinstance(cmd, o.RecordEvent):
             result = self._RecordEvent(ns, name, cmd, index, msg_id)
         else:
-            result = handler(ns, name, cmd, index)
+            result = handler(self, ns, name, cmd, index)
         if result == "dropped":
             self.dropped += 1
         else:
@@ -501,6 +503,46 @@ class Actuator(SchedulerCommands, WorkloadPodGroups, CronJobCommands, JobFlowCom
         if kind == "NetworkPolicy":
             return client.NetworkingV1Api(self.api)
         return self.core
+
+
+HANDLERS: dict[type, Callable[..., str]] = {
+    # the job controller's (this module)
+    o.CreatePod: Actuator._CreatePod,
+    o.DeletePod: Actuator._DeletePod,
+    o.CreatePVC: Actuator._CreatePVC,
+    o.CreatePodGroup: Actuator._CreatePodGroup,
+    o.UpdatePodGroup: Actuator._UpdatePodGroup,
+    o.DeletePodGroup: Actuator._DeletePodGroup,
+    o.UpdateJobStatus: Actuator._UpdateJobStatus,
+    o.DeleteBusCommand: Actuator._DeleteBusCommand,
+    o.PluginHook: Actuator._PluginHook,
+    o.RecordEvent: Actuator._RecordEvent,  # with the command's msg id too (vcbus.k8s.event_recording)
+    # the scheduler's, the queue controller's and the garbage collector's (vcbus.k8s.scheduler_commands)
+    o.BindPod: Actuator._BindPod,
+    o.EvictPod: Actuator._EvictPod,
+    o.UpdatePodCondition: Actuator._UpdatePodCondition,
+    o.UpdatePodGroupStatus: Actuator._UpdatePodGroupStatus,
+    o.UpdateQueueStatus: Actuator._UpdateQueueStatus,
+    o.CreateQueue: Actuator._CreateQueue,
+    o.DeleteJob: Actuator._DeleteJob,
+    # the podgroup controller's (vcbus.k8s.workload_podgroups)
+    o.CreateWorkloadPodGroup: Actuator._CreateWorkloadPodGroup,
+    o.DeleteWorkloadPodGroup: Actuator._DeleteWorkloadPodGroup,
+    o.AnnotatePodGroupName: Actuator._AnnotatePodGroupName,
+    # the cronjob controller's (vcbus.k8s.cronjob_commands)
+    o.CreateCronJobRun: Actuator._CreateCronJobRun,
+    o.DeleteCronJobRun: Actuator._DeleteCronJobRun,
+    o.UpdateCronJobStatus: Actuator._UpdateCronJobStatus,
+    # the jobflow and jobtemplate controllers' (vcbus.k8s.jobflow_commands)
+    o.CreateJobFlowJob: Actuator._CreateJobFlowJob,
+    o.DeleteJobFlowJob: Actuator._DeleteJobFlowJob,
+    o.UpdateJobFlowStatus: Actuator._UpdateJobFlowStatus,
+    o.UpdateJobTemplateStatus: Actuator._UpdateJobTemplateStatus,
+}
+"""Each command type and the `Actuator` method that carries it out, called as `handler(actuator, ns,
+name, cmd, index)`: the one dispatch table. A command type missing here is dropped and logged at run
+time; tests/test_actuator_dispatch.py checks that every command `statemachines.outputs.COMMANDS`
+names has its handler, and nothing else is here."""
 
 
 def _collection(kind: str, ns: str) -> str:
