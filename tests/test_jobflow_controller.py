@@ -192,6 +192,14 @@ def test_running_histories_keep_the_phase_and_open_one_on_a_change():
     assert last.conditions["flow-a"].running_duration == "12.5s"
 
 
+def test_the_status_is_written_in_volcanos_field_names():
+    # jobflow_types.go's json tags: a condition's createTime, runningDuration, taskStatusCount
+    _, out = play([template("a"), jobflow([{"name": "a"}]), vcjob("a", seconds=5, rv="10", rtype="ADDED"),
+                   vcjob("a", seconds=9, rv="11", phase="Running", duration="4s")])
+    wire = msgspec.json.decode(o.encoder.encode(of(out, o.UpdateJobFlowStatus)[-1]))
+    assert wire["status"]["conditions"]["flow-a"] == {"phase": "Running", "createTime": at(0), "runningDuration": "4s"}
+
+
 def test_only_the_flows_own_vcjobs_are_listed():
     # TestGetAllJobsCreatedByJobFlow: the label createdByJobFlow picks them, not the name
     _, out = play([template("a"), jobflow([{"name": "a"}]), vcjob("a", seconds=5, rv="10", rtype="ADDED"),

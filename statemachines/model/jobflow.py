@@ -60,7 +60,9 @@ class FlowJobStatus(Struct, frozen=True, rename="camel", omit_defaults=True):
     running_histories: list[JobRunningHistory] | None = None
 
 
-class FlowCondition(Struct, frozen=True, rename={"create_timestamp": "createTime"}, omit_defaults=True):
+class FlowCondition(Struct, frozen=True, omit_defaults=True,
+                    rename={"create_timestamp": "createTime", "running_duration": "runningDuration",
+                            "task_status_count": "taskStatusCount"}):
     phase: str = ""
     create_timestamp: str | None = None
     running_duration: str | None = None
