@@ -31,7 +31,11 @@ Figures:
 - the constrained mix (`constrained` in the JSON): the same snapshot where a third of the jobs
   carry a required pod anti-affinity on `kubernetes.io/hostname` (one pod of the job per node)
   or, as many, a `topology.kubernetes.io/zone` spread constraint (maxSkew 1, DoNotSchedule),
-  each against the job's own pods (nodes are in three zones): first and steady session, scaling.
+  each against the job's own pods (nodes are in three zones): first and steady session, scaling;
+- with `--services`, the services mix (`services` in the JSON): the plain snapshot plus a headless
+  Service per job selecting its pods (`volcano.sh/job-name`, as the svc plugin's), so every pod gets
+  the system-default topology spreading score, and every task is placed by scanning the nodes:
+  first session, scaling.
 
 The floor is the issue's: 1,000 pods scheduled per second, so `ratio = pods_per_s / 1000`
 (target >= 1).
@@ -71,7 +75,7 @@ def constraints(j: int, job: str) -> dict[str, Any]:
     return {}
 
 
-MIXES = ("plain", "constrained")
+MIXES = ("plain", "constrained", "services")
 
 
 def make_objects(nodes: int, jobs: int, pods_per_job: int = 10, mix: str = "plain") -> list[dict[str, Any]]:
@@ -113,6 +117,9 @@ def make_objects(nodes: int, jobs: int, pods_per_job: int = 10, mix: str = "plai
             "status": {"phase": "Inqueue"},
         })
         extra = constraints(j, job) if mix == "constrained" else {}
+        if mix == "services":
+            out.append({"apiVersion": "v1", "kind": "Service", "metadata": {"name": job, "namespace": ns},
+                        "spec": {"clusterIP": "None", "selector": {"volcano.sh/job-name": job}}})
         for k in range(pods_per_job):
             out.append({
                 "apiVersion": "v1",
@@ -298,6 +305,8 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, help="jobs of 10 pods (overrides --quick)")
     ap.add_argument("--repeats", type=int, help="runs of each session, the best time counts (default 3, --quick 2)")
     ap.add_argument("--profile", action="store_true", help="cProfile the first session instead")
+    ap.add_argument("--services", action="store_true",
+                    help="also the services mix: a headless Service per job (system-default spreading)")
     args = ap.parse_args()
     global REPEATS
     REPEATS = args.repeats or (2 if args.quick else 3)
@@ -325,6 +334,11 @@ def main() -> None:
         },
         "repeats": REPEATS,
     }
+    if args.services:
+        svc = measure(nodes, jobs, steady=False, mix="services")
+        svc_half = measure(nodes // 2, jobs // 2, steady=False, mix="services")
+        figures["services"] = {**svc, "ratio": round(svc["pods_per_s"] / FLOOR_PODS_PER_S, 3), "half": svc_half,
+                               "scaling_exponent": exponent(svc, svc_half)}
     if args.json:
         print(json.dumps(figures))
         return
@@ -354,6 +368,12 @@ def main() -> None:
     print(f"  steady session  {c['session_s']:>8.3f} s   {c['steady_binds']:>6} binds   "
           f"{c['steady_pending_podgroups']} PodGroups still not running")
     print(f"  half size       {c['half']['first_session_s']:>8.3f} s   scaling exponent {c['scaling_exponent']}")
+    if args.services:
+        v = f["services"]
+        print("services mix (a headless Service per job: every pod default-spread, placed by a node scan):")
+        print(f"  first session   {v['first_session_s']:>8.3f} s   {v['first_session_binds']:>6} binds   "
+              f"{v['pods_per_s']:>9,.0f} pods/s   ratio {v['ratio']:.3f}; CPU {v['first_session_cpu_s']:.3f} s")
+        print(f"  half size       {v['half']['first_session_s']:>8.3f} s   scaling exponent {v['scaling_exponent']}")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,10 @@ cpu 1 / memory 1Gi, so all three would fit on any one node: only the anti-affini
   Unschedulable condition names the anti-affinity in kube-scheduler's words;
 - three nodes, the anti-affinity term choosing its namespaces by a `namespaceSelector` (the label
   the API server gives every namespace, `kubernetes.io/metadata.name`): the same one pod per node,
-  which needs the Namespace records on the bus and in the scheduler's facts.
+  which needs the Namespace records on the bus and in the scheduler's facts;
+- three nodes, no affinity but the `svc` plugin: its headless Service makes the system-default
+  topology spreading score apply, and the pods land one per node too (the Service records on the
+  bus and in the scheduler's facts).
 """
 
 from __future__ import annotations
