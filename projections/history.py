@@ -25,7 +25,7 @@ from statemachines.model.timefmt import ZERO_TIME, add
 
 class JobHistory:
     __slots__ = ("key", "uid", "observed", "phases", "actions", "commands", "divergences", "timers", "errors",
-                 "rendered")
+                 "rendered", "moves")
 
     def __init__(self, key: str) -> None:
         self.key = key
@@ -40,6 +40,9 @@ class JobHistory:
         # the report's entries of `actions` as far as they were rendered, with the list they are of
         # (`projections.replay.action_entries`: the projector writes a job's report after every batch)
         self.rendered: tuple[list[o.ActionResolved], list[dict]] | None = None
+        # a CronJob's or JobFlow's key (Volcano's cronjob and jobflow controllers): its machines' moves and
+        # the JobFlow's failed syncs, in order (`projections.replay.owner_reports`)
+        self.moves: list[o.Output] = []
 
 
 def _route(cls: type, keep_commands: bool) -> str | None:
@@ -60,6 +63,8 @@ def _route(cls: type, keep_commands: bool) -> str | None:
         return "timers"
     if issubclass(cls, o.SyncFailed):
         return "errors"
+    if issubclass(cls, (o.CronJobStateChanged, o.CronJobRunChanged, o.JobFlowStateChanged, o.JobFlowSyncFailed)):
+        return "moves"
     if keep_commands and issubclass(cls, o.COMMANDS) and not issubclass(cls, o.UpdateJobStatus):
         return "commands"
     return None
@@ -129,6 +134,7 @@ class HistoryView:
         h = self.jobs.get(key)
         if h is not None:
             h.phases, h.actions, h.commands, h.divergences, h.timers, h.errors = [], [], [], [], [], []
+            h.moves = []
 
 
 DEFAULT_RETENTION = 7 * 24 * 3600.0

@@ -11,6 +11,11 @@ compatibility; `cause`: why the phase moved, in words), `actions` every resoluti
 (the default SyncJob included; `policyText`: the matched policy by its content), `commands` what the controller asked of the
 cluster. Each entry's `seq` is the 1-based position of the record that caused it.
 
+A log with Volcano's CronJobs or JobFlows adds `"cronjobs"` and `"jobflows"`: per CronJob its machine's
+moves (`states`), each scheduled run's moves (`runs`: created, skipped, missed, replaced, pruned, and
+why) and the last status written; per JobFlow its phases with their causes, the vcjobs it created and
+deleted (`jobs`), its failed syncs (`errors`) and the last status written (`owner_report`).
+
 A divergence that Volcano's delayed-action race explains carries
 `"known": "volcano-delayed-action-race"` (`known_race`; docs/fidelity.md): it is
 no vcbus error, and `vcbus replay --compare` does not fail on it.
@@ -18,6 +23,9 @@ no vcbus error, and `vcbus replay --compare` does not fail on it.
 
 from __future__ import annotations
 
+from typing import Any
+
+import msgspec
 from msgspec import Struct
 
 from projections.history import HistoryView, JobHistory, command_entry
@@ -170,6 +178,45 @@ def job_report(
     return report
 
 
+_OWNER_KINDS = {o.CronJobStateChanged: "cronjobs", o.CronJobRunChanged: "cronjobs",
+                o.JobFlowStateChanged: "jobflows", o.JobFlowSyncFailed: "jobflows"}
+
+
+def owner_report(h: JobHistory) -> dict:
+    """A CronJob's or JobFlow's part of the report: its machine's moves, its runs (a CronJob's) or the vcjobs
+    it made and deleted (a JobFlow's), its failed syncs, and the last status written."""
+    namespace, name = h.key.split("/", 1)
+    states, runs, errors = [], [], []
+    for m in h.moves:
+        if isinstance(m, (o.CronJobStateChanged, o.JobFlowStateChanged)):
+            states.append({"seq": m.seq, "time": m.time, "from": m.from_state, "to": m.to_state, "cause": m.cause})
+        elif isinstance(m, o.CronJobRunChanged):
+            runs.append({"seq": m.seq, "time": m.time, "run": m.run, "scheduled": m.scheduled, "from": m.from_state,
+                         "to": m.to_state, "cause": m.cause})
+        elif isinstance(m, o.JobFlowSyncFailed):
+            errors.append({"seq": m.seq, "message": m.message})
+    report: dict[str, Any] = {"namespace": namespace, "name": name, "states": states}
+    status: Any = None
+    if _OWNER_KINDS[type(h.moves[0])] == "cronjobs":
+        report["runs"] = runs
+        for c in h.commands:
+            if isinstance(c, o.UpdateCronJobStatus):
+                status = c.status
+    else:
+        jobs = []
+        for c in h.commands:
+            if isinstance(c, o.CreateJobFlowJob):
+                jobs.append({"seq": c.seq, "time": c.time, "name": c.name, "template": c.template, "op": "create"})
+            elif isinstance(c, o.DeleteJobFlowJob):
+                jobs.append({"seq": c.seq, "time": c.time, "name": c.name, "op": "delete"})
+            elif isinstance(c, o.UpdateJobFlowStatus):
+                status = c.status
+        report["jobs"] = jobs
+        report["errors"] = errors
+    report["status"] = msgspec.to_builtins(status) if status is not None else None
+    return report
+
+
 def build_report(
     counts: InputCounts,
     history: HistoryView,
@@ -180,10 +227,13 @@ def build_report(
     pending_timers: dict[str, list] | None = None,
 ) -> dict:
     jobs = []
+    owners: dict[str, list[dict]] = {"cronjobs": [], "jobflows": []}
     for key in sorted(history.jobs):
         if job is not None and key != job:
             continue
         h = history.jobs[key]
+        if h.moves:  # a CronJob's or a JobFlow's (a vcjob of the same name shares the key: both are reported)
+            owners[_OWNER_KINDS[type(h.moves[0])]].append(owner_report(h))
         if h.observed is None and not h.actions:
             continue  # pods of a job the log never showed
         jobs.append(
@@ -197,7 +247,11 @@ def build_report(
                 task_pods=statuses.task_pods(key),
             )
         )
-    return {
+    report: dict[str, Any] = {
         "input": {"events": counts.events, "ignored": counts.ignored, "invalid": counts.invalid},
         "jobs": jobs,
     }
+    for kind, entries in owners.items():  # only when the log has any: other reports stay as they were
+        if entries:
+            report[kind] = entries
+    return report

@@ -20,6 +20,7 @@ import pathlib
 from importlib import resources
 from typing import Iterable
 
+from vcbus.cli.timeline import owner_rows
 from vcbus.errors import UserError
 from vcbus.replay_lanes import collect_lanes
 from vcbus.replaying import ReplayResult, Until, replay_inputs
@@ -69,8 +70,19 @@ def page_data(report: dict, lanes: dict, *, source: str) -> dict:
         note += f"; the {lanes['dropped']} later ones were left out (their rows show no record)"
     if lanes["cut"]:
         note += f"; {lanes['cut']} were cut"
+    owners = []  # Volcano's CronJobs and JobFlows: their rows, as the text report has them
+    for kind, entries in (("CronJob", report.get("cronjobs") or ()), ("JobFlow", report.get("jobflows") or ())):
+        for owner in entries:
+            status = owner.get("status") or {}
+            owners.append({"kind": kind, "key": f"{owner['namespace']}/{owner['name']}",
+                           "state": owner["states"][-1]["to"] if owner["states"] else "",
+                           "rows": [{"seq": seq, "time": time, "what": what, "to": to}
+                                    for seq, time, what, to in owner_rows(owner)],
+                           "jobs": [j["name"] for j in owner.get("jobs", ()) if j["op"] == "create"],
+                           "completed": status.get("completedJobs") or [], "failed": status.get("failedJobs") or []})
     return {
         "source": source,
+        "owners": owners,
         "generated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "input": report["input"],
         "jobs": jobs,

@@ -21,6 +21,8 @@ import pathlib
 import msgspec
 from msgspec import UNSET, Struct, UnsetType
 
+from statemachines.model.cronjob import CronJobStatus
+from statemachines.model.jobflow import JobFlowStatus
 from statemachines.model.status import JobStatus
 
 SCHEMA_PATH = pathlib.Path(__file__).resolve().parents[1] / "docs" / "schemas" / "replay" / "report.json"
@@ -140,11 +142,66 @@ class JobReport(_Entry):
     adopted: Adopted | UnsetType = UNSET
 
 
+class StateEntry(_Entry):
+    """A CronJob's or JobFlow's machine moved (`cronjob.state.changed.v1`, `jobflow.state.changed.v1`)."""
+
+    seq: int
+    time: str
+    from_state: str = msgspec.field(name="from")
+    to: str
+    cause: str
+
+
+class RunEntry(_Entry):
+    """One scheduled run of a CronJob moved (`cronjob.run.changed.v1`)."""
+
+    seq: int
+    time: str
+    run: str  # its vcjob's name
+    scheduled: str
+    from_state: str = msgspec.field(name="from")
+    to: str  # Created, Skipped, Missed, Active, Succeeded, Failed, Terminated, Replaced, Pruned, Gone
+    cause: str
+
+
+class CronJobReport(_Entry):
+    """One CronJob of the replay (Volcano's cronjob controller, docs/cronjobs.md)."""
+
+    namespace: str
+    name: str
+    states: list[StateEntry]
+    runs: list[RunEntry]
+    status: CronJobStatus | None  # the last status written
+
+
+class FlowJobEntry(_Entry):
+    """A vcjob a JobFlow created or deleted (`cmd.jobflow.job.create.v1`, `cmd.jobflow.job.delete.v1`)."""
+
+    seq: int
+    time: str
+    name: str
+    op: str  # create, delete
+    template: str | UnsetType = UNSET  # create: the JobTemplate
+
+
+class JobFlowReport(_Entry):
+    """One JobFlow of the replay (Volcano's jobflow controller, docs/jobflows.md)."""
+
+    namespace: str
+    name: str
+    states: list[StateEntry]
+    jobs: list[FlowJobEntry]
+    errors: list[ErrorEntry]  # `jobflow.sync.failed.v1`
+    status: JobFlowStatus | None  # the last status written
+
+
 class ReplayReport(_Entry):
     """`vcbus replay --json`: the projections of a replayed log (docs/replay.md)."""
 
     input: InputCounts
     jobs: list[JobReport]
+    cronjobs: list[CronJobReport] | UnsetType = UNSET  # when the log has CronJobs
+    jobflows: list[JobFlowReport] | UnsetType = UNSET  # when the log has JobFlows
 
 
 def schema() -> dict:

@@ -168,6 +168,10 @@ def print_report(
         if len(lines) > 4096:  # in pieces: a large report is not held twice
             sys.stdout.write("\n".join(lines) + "\n")
             lines = []
+    for kind, entries in (("CronJob", report.get("cronjobs") or ()), ("JobFlow", report.get("jobflows") or ())):
+        for owner in entries:
+            lines.append("")
+            lines.extend(owner_lines(kind, owner, color=color, width=width))
     sys.stdout.write("\n".join(lines) + "\n" if lines else "")
     sys.stdout.flush()
 
@@ -214,3 +218,45 @@ def job_lines(job: dict, *, explain: bool, compare: bool, all_actions: bool, tim
         known = sum(1 for d in job["divergences"] if d.get("known"))
         why = f", {known} of them the known Volcano race (docs/fidelity.md)" if known else ""
         yield f"  {style('no divergence' if n == 0 else f'{n} divergence(s)', 'bold', color)} from the recorded status{why}"
+
+
+def owner_rows(owner: dict) -> list[tuple[int, str, str, str]]:
+    """A CronJob's or JobFlow's report as (seq, time, what happened, state it moved to) rows, in record order:
+    its machine's moves, its runs or the vcjobs it made and deleted, its failed syncs."""
+    rows: list[tuple[int, int, str, str, str]] = []
+    for st in owner["states"]:
+        rows.append((st["seq"], len(rows), st["time"], f"{st['from']} -> {st['to']}: {st['cause']}", st["to"]))
+    for run in owner.get("runs", ()):
+        rows.append((run["seq"], len(rows), run["time"],
+                     f"run {run['run']} (scheduled {run['scheduled'] or '?'}) {run['from']} -> {run['to']}: {run['cause']}",
+                     ""))
+    for job in owner.get("jobs", ()):
+        what = (f"create vcjob {job['name']} from JobTemplate {job['template']}" if job["op"] == "create"
+                else f"delete vcjob {job['name']}")
+        rows.append((job["seq"], len(rows), job["time"], what, ""))
+    for err in owner.get("errors", ()):
+        rows.append((err["seq"], len(rows), "", f"sync failed: {err['message']}", ""))
+    rows.sort(key=lambda r: (r[0], r[1]))
+    return [(seq, time, what, to) for seq, _, time, what, to in rows]
+
+
+def owner_lines(kind: str, owner: dict, *, color: bool, width: int) -> Iterator[str]:
+    """A CronJob's or JobFlow's part of the report: its rows (`owner_rows`), then its last status written."""
+    yield style(f"{kind} {owner['namespace']}/{owner['name']}", "bold", color)
+    yield from table([(str(seq), time, what, _phase(to) if to else "") for seq, time, what, to in owner_rows(owner)],
+                     header=("seq", "time", "what happened", "state"), right=(0,), wrap_column=2,
+                     styles=("dim", "dim"), width=width, color=color)
+    status = owner.get("status") or {}
+    fields: list[tuple[str, str | Text]]
+    if kind == "JobFlow" and status:
+        fields = [("phase", _phase((status.get("state") or {}).get("phase", "")))]
+        fields += [(key, ", ".join(status[key])) for key in ("pendingJobs", "runningJobs", "completedJobs",
+                                                             "failedJobs", "terminatedJobs", "unKnowJobs")
+                   if status.get(key)]
+    elif status:
+        fields = [(key, str(status[key])) for key in ("lastScheduleTime", "lastSuccessfulTime") if status.get(key)]
+        fields.append(("active", ", ".join(r["name"] for r in status.get("active") or ()) or "none"))
+    else:
+        return
+    yield "final status"
+    yield from table(fields, styles=("bold",), width=width, color=color)
