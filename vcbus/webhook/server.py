@@ -1,7 +1,7 @@
 """The HTTPS AdmissionReview server: stdlib `http.server`, one thread per request, TLS via `ssl`.
 
-Routes `POST /jobs/mutate`, `/jobs/validate`, `/queues/mutate`, `/queues/validate` and
-`/cronjobs/validate` (with the zones the CronJob names, read here) to
+Routes `POST /jobs/mutate`, `/jobs/validate`, `/queues/mutate`, `/queues/validate`,
+`/cronjobs/validate` (with the zones the CronJob names, read here) and `/jobflows/validate` to
 `statemachines.admission.review.handle`; `GET /healthz`
 answers `ok`. Every review is timed and counted by path and answer
 (`vcbus_webhook_request_seconds`, `vcbus_webhook_reviews_total`), served on
