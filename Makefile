@@ -94,6 +94,7 @@ docs: $(STAMP)
 	$(BIN)/python -c "from statemachines.queues.diagram import document; print(document(), end='')" > docs/statemachines/queue.md
 	$(BIN)/python -c "from statemachines.task.diagram import document; print(document(), end='')" > docs/statemachines/task.md
 	$(BIN)/python -c "from statemachines.cronjobs.diagram import document; print(document(), end='')" > docs/statemachines/cronjob.md
+	$(BIN)/python -c "from statemachines.jobflows.diagram import document; print(document(), end='')" > docs/statemachines/jobflow.md
 	$(BIN)/python -m vcbus.bus.schemas
 	$(BIN)/python -m vcbus.bus.asyncapi
 	$(BIN)/python -m vcbus.replay_schema
