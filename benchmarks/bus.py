@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import copy
 import dataclasses
 import json
@@ -73,6 +74,7 @@ OUT = ROOT / "benchmarks" / "out"
 import msgspec  # noqa: E402
 import nats.errors  # noqa: E402
 
+from statemachines.model.records import decode  # noqa: E402
 from vcbus.bus import subjects as s  # noqa: E402
 from vcbus.bus.batching import BatchWriter  # noqa: E402
 from vcbus.bus.connecting import Bus, open_bus  # noqa: E402
@@ -82,7 +84,6 @@ from vcbus.bus.publisher import check_log, prepare, publish_records  # noqa: E40
 from vcbus.bus.server import EmbeddedServer  # noqa: E402
 from vcbus.bus.streams import stream_config  # noqa: E402
 from vcbus.settings import BusSettings  # noqa: E402
-from statemachines.model.records import decode  # noqa: E402
 
 FROZEN = "1970-01-01T00:00:00Z"
 
@@ -100,10 +101,8 @@ def log_file(jobs: int) -> pathlib.Path:
 async def wipe(bus: Bus, *, partitions: int = 1) -> None:
     for name in (s.K8S_STREAM, s.JOBS_STREAM, s.CMDS_STREAM, f"KV_{s.STATUS_BUCKET}", f"KV_{s.HISTORY_BUCKET}",
                  "BENCH_RAW"):
-        try:
+        with contextlib.suppress(Exception):  # not there yet
             await bus.js.delete_stream(name)
-        except Exception:
-            pass
     from vcbus.bus.streams import ensure_streams
 
     await ensure_streams(bus.js, dataclasses.replace(bus.settings, partitions=partitions))
@@ -130,10 +129,8 @@ async def raw_stream(bus: Bus) -> None:
     """A fresh stream configured as VCBUS_K8S (file, S2, same duplicate window) on bench.raw.>."""
     cfg = stream_config(s.K8S_STREAM, bus.settings, partitions=1, replicas=bus.settings.replicas or 1)
     cfg.name, cfg.subjects, cfg.description = "BENCH_RAW", ["bench.raw.>"], "benchmark floor"
-    try:
+    with contextlib.suppress(Exception):  # not there yet
         await bus.js.delete_stream("BENCH_RAW")
-    except Exception:
-        pass
     await bus.js.add_stream(cfg)
 
 
@@ -227,7 +224,7 @@ async def latency(bus: Bus, samples: int) -> dict:
     # raw JetStream publish round trip (stored and acknowledged)
     await raw_stream(bus)
     js_rtts = []
-    for i in range(max(samples, 200)):
+    for _ in range(max(samples, 200)):
         t0 = time.perf_counter()
         await bus.js.publish("bench.raw.rtt", b"x" * 64)
         js_rtts.append(time.perf_counter() - t0)
@@ -378,7 +375,8 @@ async def run(args: argparse.Namespace) -> dict:
 async def measure_on(servers: int, sync: str, jobs: int, rounds: int, samples: int) -> dict:
     """`measure` on `servers` fresh nats-server processes (one, or a JetStream cluster of them)."""
     path = log_file(jobs)
-    lines = [line.strip() for line in open(path, "rb") if line.strip()]
+    with open(path, "rb") as fh:
+        lines = [line.strip() for line in fh if line.strip()]
     prepared = [prepare(line, decode(line)) for line in lines]
     msgs = [(p.body, p.headers["Nats-Msg-Id"]) for p in prepared if p is not None]
     size = sum(len(b) for b, _ in msgs)
@@ -499,15 +497,16 @@ async def load_log(bus: Bus, path: pathlib.Path, partitions: int) -> None:
 
     writer = BatchWriter(bus.nc, bus.js)
     chunk = []
-    for line in open(path, "rb"):
-        if line.strip():
-            msg = prepare(line.strip(), decode(line.strip()))
-            if msg is not None:
-                chunk.append(msg._replace(subject=route(msg.subject, msg.headers.get("Vcbus-Job"), partitions)))
-        if len(chunk) >= 500:
-            for sent in await writer.send(chunk):
-                await sent.wait(30)
-            chunk = []
+    with open(path, "rb") as fh:
+        for line in fh:
+            if line.strip():
+                msg = prepare(line.strip(), decode(line.strip()))
+                if msg is not None:
+                    chunk.append(msg._replace(subject=route(msg.subject, msg.headers.get("Vcbus-Job"), partitions)))
+            if len(chunk) >= 500:
+                for sent in await writer.send(chunk):
+                    await sent.wait(30)
+                chunk = []
     for sent in await writer.send(chunk):
         await sent.wait(30)
     await writer.close()

@@ -125,8 +125,8 @@ if str(ROOT) not in sys.path:
 
 from tests import k8s_env  # noqa: E402
 from tests.podsim import PodSimulator  # noqa: E402
-from vcbus.k8s.watching import api_request  # noqa: E402
 from vcbus.bus.decider import AHEAD_HOLD  # noqa: E402
+from vcbus.k8s.watching import api_request  # noqa: E402
 
 JOBS = "/apis/batch.volcano.sh/v1alpha1/namespaces/{ns}/jobs"
 PODGROUPS = "/apis/scheduling.volcano.sh/v1beta1/namespaces/{ns}/podgroups"
@@ -265,7 +265,7 @@ class VcbusProcess(Child):
                  hold: float | None = None) -> None:
         self.audit = Audit()
         self.log = log
-        self._err = open(log, "wb")
+        self._err = open(log, "wb")  # noqa: SIM115 - the child's stderr for its lifetime, closed by stop()
         self.proc = subprocess.Popen(
             [sys.executable, str(pathlib.Path(__file__).resolve()), "--serve", nats_url, str(kubeconfig), ns,
              *(["--stored-commands-only"] if stored_only else []), *([f"--ahead-hold={hold}"] if hold is not None else [])],
@@ -288,7 +288,7 @@ class VolcanoProcess(Child):
 
     def __init__(self, binary: pathlib.Path, kubeconfig: pathlib.Path, log: pathlib.Path) -> None:
         self.log = log
-        self._err = open(log, "wb")
+        self._err = open(log, "wb")  # noqa: SIM115 - the child's stderr for its lifetime, closed by stop()
         self.proc = subprocess.Popen(
             [str(binary), f"--kubeconfig={kubeconfig}", "--leader-elect=false",
              f"--controllers={VOLCANO_CONTROLLERS}", "--logtostderr=true", f"-v={VOLCANO_VERBOSITY}"],
@@ -599,7 +599,7 @@ async def drive_volcano(api, ns: str, sim: PodSimulator, n: int, queue: str, chi
             pod = f"{name}-worker-0"
             failed = await asyncio.to_thread(fail, sim, pod, ns)
             deleted = await deletion_seen(watch, name, check)
-            watched = await until(f"{pod} Failed on the watch", lambda: watch.seen.get((pod, "Failed")))
+            watched = await until(f"{pod} Failed on the watch", lambda pod=pod: watch.seen.get((pod, "Failed")))
             samples.append({"shape": shape, "apiserver": (watched - failed) * 1e3,
                             "delete_seen": (deleted - failed) * 1e3})
             await asyncio.sleep(0.3)
@@ -636,7 +636,7 @@ async def drive(api, ns, sim: PodSimulator, bus, n: int, child: VcbusProcess, qu
             before = len(audit.seen)
             failed = await asyncio.to_thread(fail, sim, pod, ns)
 
-            def reacted() -> str | None:
+            def reacted(before: int = before) -> str | None:
                 check()
                 for mid, (_, kind, _) in list(audit.seen.items())[before:]:
                     if kind == "DeletePod":

@@ -214,8 +214,8 @@ def run_replay(path: str, history: bool, limit: int | None = None) -> dict:
 
 def _child(args: list[str]) -> dict:
     code = (
-        "import json,resource,sys;sys.path.insert(0,%r);"
-        "from benchmarks.replay import run_floor,run_replay,run_typed_floor;" % str(ROOT)
+        f"import json,resource,sys;sys.path.insert(0,{str(ROOT)!r});"
+        "from benchmarks.replay import run_floor,run_replay,run_typed_floor;"
     )
     mode, path, *rest = args
     limit = int(rest[0]) if rest else None
@@ -259,7 +259,7 @@ def main() -> None:
     # each round's replay over the typed floor of the same round: how far the machine moves the ratio
     per_round = [
         round((r["events"] / r["seconds"]) / (t["events"] / t["seconds"]), 3)
-        for t, r in zip(runs["typed"], runs["replay"])
+        for t, r in zip(runs["typed"], runs["replay"], strict=True)
     ]
     events = floor["events"]
     half = _child(["engine", str(path), str(events // 2)])

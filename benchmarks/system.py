@@ -239,7 +239,7 @@ async def run(args: argparse.Namespace) -> dict:
             up.terminate()
         try:
             await asyncio.wait_for(up.wait(), 60)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             up.kill()
         drainer.cancel()
         subprocess.run(["rm", "-rf", str(data)], check=False)
@@ -308,7 +308,7 @@ async def drive(bus, args: argparse.Namespace) -> dict:
             msgs = [msg]
             while not commands.empty() and len(msgs) < 512:
                 msgs.append(commands.get_nowait())
-        except asyncio.TimeoutError:
+        except TimeoutError:
             msgs = []
         now = time.monotonic()
         for msg in msgs:

@@ -60,7 +60,7 @@ class FaultProxy:
         self.server = _Server(("127.0.0.1", self.port), _Handler, self, ctx)
         self.thread = threading.Thread(target=self.server.serve_forever, name="fault-proxy", daemon=True)
 
-    def start(self) -> "FaultProxy":
+    def start(self) -> FaultProxy:
         self.thread.start()
         return self
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 

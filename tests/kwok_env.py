@@ -47,11 +47,13 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import yaml
 
-from tests.k8s_env import REPO, _terminate as terminate, free_port, read_versions
+from tests.k8s_env import REPO, free_port, read_versions
+from tests.k8s_env import _terminate as terminate
 
 STAGE_DIR = REPO / "tests" / "data" / "kwok-stages"
 NODE_ANNOTATION = "kwok.x-k8s.io/node"
@@ -169,7 +171,7 @@ class Kwok:
             *self.extra_args,
         ]
 
-    def start(self, timeout: float = 60.0) -> "Kwok":
+    def start(self, timeout: float = 60.0) -> Kwok:
         if self.running:
             return self
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -206,7 +208,7 @@ class Kwok:
         proc, self.proc = self.proc, None
         terminate(proc, grace)
 
-    def restart(self, timeout: float = 60.0) -> "Kwok":
+    def restart(self, timeout: float = 60.0) -> Kwok:
         self.stop()
         return self.start(timeout)
 
@@ -349,7 +351,7 @@ def delete_nodes(api, names: Iterable[str]) -> None:
 
 
 def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def terminate_pod(

@@ -13,7 +13,8 @@ from __future__ import annotations
 import os
 import pathlib
 import sys
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import pytest
 from kubernetes import client

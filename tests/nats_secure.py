@@ -20,8 +20,8 @@ import json
 import os
 import pathlib
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import nkeys
 from cryptography import x509
@@ -42,7 +42,7 @@ def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
 
 def _cert(subject: str, key, issuer_name: x509.Name, issuer_key, *, ca: bool = False, server: bool = False,
           client: bool = False) -> x509.Certificate:
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     builder = (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
@@ -73,7 +73,7 @@ class Pki:
     client_key: pathlib.Path
 
     @classmethod
-    def create(cls, directory: pathlib.Path) -> "Pki":
+    def create(cls, directory: pathlib.Path) -> Pki:
         directory.mkdir(parents=True, exist_ok=True)
         ca_key = _key()
         ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "vcbus test CA")])

@@ -40,8 +40,9 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import itertools
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from kubernetes.utils import parse_quantity
 
@@ -52,7 +53,7 @@ TERMINAL = ("Succeeded", "Failed")
 
 
 def now_rfc3339() -> str:
-    return dt.datetime.now(dt.timezone.utc).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return dt.datetime.now(dt.UTC).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _pod_ref(pod: str | Mapping, namespace: str | None) -> tuple[str, str]:

@@ -21,7 +21,7 @@ import contextlib
 import copy
 import json
 import pathlib
-from typing import Iterator
+from collections.abc import Iterator
 
 from statemachines.engine import Engine
 from tests.test_replay_cli import records

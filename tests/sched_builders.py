@@ -12,7 +12,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from projections.scheduler import SchedulerCache
 from statemachines import outputs as o

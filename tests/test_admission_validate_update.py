@@ -72,4 +72,4 @@ def test_update_never_mutates_inputs():
     new = changed(lambda n: n["spec"].update(queue="other"))
     old_copy, new_copy = copy.deepcopy(OLD), copy.deepcopy(new)
     validate_update(OLD, new)
-    assert OLD == old_copy and new == new_copy
+    assert old_copy == OLD and new == new_copy

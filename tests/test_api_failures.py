@@ -22,11 +22,11 @@ from kubernetes import client
 
 from statemachines import outputs as o
 from tests.test_actuator_service import publish, until
+from vcbus.bus import subjects as s
 from vcbus.bus.connecting import open_bus
 from vcbus.k8s.actuating import DURABLE, ActuatorService
 from vcbus.k8s.apierrors import PermissionDenied
 from vcbus.k8s.bridge import Bridge
-from vcbus.bus import subjects as s
 
 pytestmark = [pytest.mark.k8s, pytest.mark.nats]
 T1 = "2026-11-30T08:05:00Z"

@@ -987,7 +987,7 @@ def test_the_observation_time_is_the_wall_clock_second_and_follows_it():
     from vcbus.k8s.bridge import observed_now
 
     def wall(second: int) -> str:
-        return dt.datetime.fromtimestamp(second, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return dt.datetime.fromtimestamp(second, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     seen = set()
     deadline = time.monotonic() + 30

@@ -54,5 +54,5 @@ async def test_the_decider_stores_its_outputs_in_atomic_batches(bus_settings, ma
     for stream in (s.JOBS_STREAM, s.CMDS_STREAM):
         stored = await stream_messages(bus_settings, stream)
         commits = sum(1 for _, _, h, _ in stored if h.get("Nats-Batch-Commit") == "1")
-        assert 0 < commits and commits * 5 < len(stored), (stream, commits, len(stored))
+        assert commits > 0 and commits * 5 < len(stored), (stream, commits, len(stored))
     assert decider.stats.duplicates == 0

@@ -10,7 +10,7 @@ import yaml
 
 from statemachines.model.records import decode
 from tests.fixtures_nats import FROZEN_EARLY, vcbus_cli
-from tests.poison_logs import CRASH_JOB, crashing_engine, poison_log, poison_lines
+from tests.poison_logs import CRASH_JOB, crashing_engine, poison_lines, poison_log
 from vcbus.bus import subjects as s
 from vcbus.bus.connecting import open_bus
 from vcbus.bus.decider import Decider

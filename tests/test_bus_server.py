@@ -7,11 +7,11 @@ import socket
 
 import pytest
 
+from tests.fixtures_nats import vcbus_cli
 from vcbus.bus.connecting import open_bus
 from vcbus.bus.errors import ServerError
 from vcbus.bus.server import STATE_FILE, EmbeddedServer, embedded
 from vcbus.settings import BusSettings
-from tests.fixtures_nats import vcbus_cli
 
 pytestmark = pytest.mark.nats
 

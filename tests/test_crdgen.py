@@ -23,7 +23,7 @@ import yaml
 
 from statemachines.admission.schema import JOB_SCHEMA, crd_defaults, schema_errors
 from vcbus.crdgen import generate
-from vcbus.crdgen.describe import DescriptionError, Describer
+from vcbus.crdgen.describe import Describer, DescriptionError
 from vcbus.crdgen.k8s import extract
 from vcbus.k8s.watching import KubeApiError, api_request
 

@@ -16,6 +16,7 @@ from statemachines import outputs as o
 from statemachines.cronjobs import machine as m
 from statemachines.cronjobs.fold import CronJobFold
 from statemachines.model.cronjob import CronJobRecord
+from statemachines.model.records import decode
 from statemachines.outputs import (
     CreateCronJobRun,
     CronJobRunChanged,
@@ -23,7 +24,6 @@ from statemachines.outputs import (
     DeleteCronJobRun,
     UpdateCronJobStatus,
 )
-from statemachines.model.records import decode
 from vcbus.cronjobs.zonedata import zones_for
 
 TEN = "2025-03-11T10:00:00Z"  # Volcano's justTen()

@@ -31,7 +31,7 @@ from statemachines.cronjobs.schedule import (
 from statemachines.cronjobs.zones import UTC, Zone, civil_to_unix, lookup
 from vcbus.cronjobs.zonedata import zone, zones_for
 
-TOP = int(dt.datetime(2025, 3, 11, 10, tzinfo=dt.timezone.utc).timestamp())  # Volcano's topOfTheHour()
+TOP = int(dt.datetime(2025, 3, 11, 10, tzinfo=dt.UTC).timestamp())  # Volcano's topOfTheHour()
 H, M = 3600, 60
 
 
@@ -40,7 +40,7 @@ def at(text: str) -> int:
 
 
 def utc(text: str) -> int:
-    return int(dt.datetime.strptime(text, "%a %b %d %H:%M %Y").replace(tzinfo=dt.timezone.utc).timestamp())
+    return int(dt.datetime.strptime(text, "%a %b %d %H:%M %Y").replace(tzinfo=dt.UTC).timestamp())
 
 
 def parse(spec: str):

@@ -35,7 +35,8 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import pytest
 import yaml

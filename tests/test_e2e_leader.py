@@ -26,8 +26,19 @@ from kubernetes import client
 
 from tests import kwok_env
 from tests.test_e2e_cluster import (
-    NAME, SEED, G, V, SeedRun, UpProcess, check_completed_job, default_queue_open, kwok_node, replayed_status,
-    sched_binds, version_of, wait_until,
+    NAME,
+    SEED,
+    G,
+    SeedRun,
+    UpProcess,
+    V,
+    check_completed_job,
+    default_queue_open,
+    kwok_node,
+    replayed_status,
+    sched_binds,
+    version_of,
+    wait_until,
 )
 from tests.test_observability import free_port
 from tests.test_webhook_k8s import webhook  # noqa: F401 - the admission webhook fixture

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from tests.test_e2e_cluster import G, NAME, PG, SEED, V, Vcbus, ensure_default_queue, recorded, vcbus_cli, wait_until
+from tests.test_e2e_cluster import NAME, PG, SEED, G, V, Vcbus, ensure_default_queue, recorded, vcbus_cli, wait_until
 from vcbus.bus import subjects as s
 from vcbus.bus.connecting import connect
 

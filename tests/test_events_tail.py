@@ -39,7 +39,7 @@ async def test_since_time_keeps_the_events_at_or_after_that_event_time(bus_setti
     # A duration ago: every seed event happened before (their times are the log's, hours old or more).
     now_ish = vcbus_cli("events", "tail", "--since", "1m", "--no-follow", "--json", "--nats", url)
     latest = max(times)
-    if latest < dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=2):
+    if latest < dt.datetime.now(dt.UTC) - dt.timedelta(minutes=2):
         assert now_ish.returncode == 0 and now_ish.stdout == b""
 
 

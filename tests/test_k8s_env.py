@@ -10,7 +10,8 @@ import urllib.error
 import urllib.request
 
 import pytest
-from kubernetes import client as k, config
+from kubernetes import client as k
+from kubernetes import config
 
 from tests import k8s_env
 

@@ -22,7 +22,7 @@ def test_human_duration_is_kubectls(seconds, text):
 
 
 def test_age_of_a_timestamp():
-    now = dt.datetime(2026, 11, 30, 12, 0, 0, tzinfo=dt.timezone.utc)
+    now = dt.datetime(2026, 11, 30, 12, 0, 0, tzinfo=dt.UTC)
     assert age("2026-11-30T11:59:00Z", now) == "60s"
     assert age("2026-11-29T12:00:00Z", now) == "24h"
     assert age(None, now) == age("not a time", now) == "<unknown>"

@@ -6,6 +6,7 @@ import base64
 
 import pytest
 
+from statemachines.manifests.pod import build_pod
 from statemachines.plugins import (
     CREATE_IF_ABSENT,
     CREATE_OR_UPDATE_DATA,
@@ -16,7 +17,6 @@ from statemachines.plugins import (
     on_job_delete,
     on_job_update,
 )
-from statemachines.manifests.pod import build_pod
 from statemachines.plugins.ssh import fill_ssh_keys, ssh_config
 from statemachines.plugins.svc import generate_hosts
 

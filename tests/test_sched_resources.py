@@ -7,7 +7,6 @@ import pytest
 
 from statemachines.scheduler import objects
 from statemachines.scheduler.model import task_status
-from statemachines.scheduler.tasks import TaskFact
 from statemachines.scheduler.resources import (
     Res,
     exceeded_part,
@@ -20,6 +19,7 @@ from statemachines.scheduler.resources import (
     share,
     to_quantities,
 )
+from statemachines.scheduler.tasks import TaskFact
 from tests.sched_builders import GI, pod
 
 

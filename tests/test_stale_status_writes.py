@@ -19,11 +19,11 @@ from projections.scheduler import SchedulerCache
 from statemachines import outputs as o
 from statemachines.admission.mutate import mutate_job
 from statemachines.model.status import initial_status
-from vcbus.k8s.actuator import JOB_GROUP, JOB_PLURAL, JOB_VERSION, PG_GROUP, PG_PLURAL, PG_VERSION, Actuator
 from tests import builders as b
 from tests import sched_builders as sb
 from tests.test_actuator import SEED
 from tests.test_sm_queues import queue_obj
+from vcbus.k8s.actuator import JOB_GROUP, JOB_PLURAL, JOB_VERSION, PG_GROUP, PG_PLURAL, PG_VERSION, Actuator
 
 T0 = "2026-11-30T08:00:00Z"
 

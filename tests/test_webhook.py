@@ -35,7 +35,7 @@ class WebhookTLS:
 
 def make_tls(directory: Path, host: str = "127.0.0.1") -> WebhookTLS:
     """A throwaway CA and a serving certificate for `host` signed by it."""
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "vcbus-test-ca")])
     ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
