@@ -39,6 +39,7 @@ from statemachines.cache import JobEntry
 from statemachines.cronjobs.controller import CronJobController
 from statemachines.following import final_divergences
 from statemachines.garbagecollector import GarbageCollector
+from statemachines.hosted import JobLister
 from statemachines.intake.commands import on_command
 from statemachines.intake.jobs import on_job
 from statemachines.intake.podgroups import on_podgroup
@@ -128,8 +129,10 @@ class Engine:
         self.queue_controller = QueueController(self) if queue_controller else QueuesElsewhere()
         self.gc = GarbageCollector(self)
         self.podgroup_controller = PodGroupController(self, scheduler_names)
-        self.cronjob_controller = CronJobController(self) if cronjobs else None
-        self.jobflow_controller = JobFlowController(self) if jobflows else None
+        self.job_lister = JobLister()  # the vcjob lister of the controllers beside the job controller
+        self.cronjob_controller = CronJobController(self, self.job_lister) if cronjobs else None
+        self.jobflow_controller = JobFlowController(self, self.job_lister) if jobflows else None
+        self._hosted = tuple(c for c in (self.cronjob_controller, self.jobflow_controller) if c is not None)
 
     # ------------------------------------------------------------------ what the controllers use
 
@@ -221,10 +224,9 @@ class Engine:
         elif type(obj) is Job:
             on_job(self, rtype, obj, raw)
             self.gc.job(rtype, obj)
-            if self.cronjob_controller is not None:
-                self.cronjob_controller.job(rtype, obj)
-            if self.jobflow_controller is not None:
-                self.jobflow_controller.job(rtype, obj)
+            if self._hosted and self.job_lister.list(rtype, obj):  # listed once, for every controller
+                for controller in self._hosted:
+                    controller.on_job(rtype, obj)
         elif type(obj) is PodGroup:
             on_podgroup(self, rtype, obj)
             self.queue_controller.podgroup(rtype, obj)

@@ -25,7 +25,7 @@ import msgspec
 from statemachines import outputs as o
 from statemachines.cronjobs import machine as m
 from statemachines.cronjobs import schedule as sch
-from statemachines.hosted import HostedController
+from statemachines.hosted import HostedController, JobLister
 from statemachines.model.cronjob import API_VERSION, FORBID, REPLACE, CronJob, CronJobStatus, ObjectReference
 from statemachines.model.objects import Job
 from statemachines.model.timefmt import fmt, parse
@@ -75,8 +75,8 @@ class CronJobController(HostedController):
     KIND = "CronJob"
     API_VERSION = API_VERSION
 
-    def __init__(self, host: Any) -> None:
-        super().__init__(host)
+    def __init__(self, host: Any, lister: JobLister | None = None) -> None:
+        super().__init__(host, lister)
         self.cronjobs: dict[str, CronEntry] = {}
 
     # ------------------------------------------------------------------ output
@@ -129,9 +129,9 @@ class CronJobController(HostedController):
             return
         self.sync(e)
 
-    def job(self, rtype: str, job: Job) -> None:
-        if not self.list_job(rtype, job):
-            return
+    def on_job(self, rtype: str, job: Job) -> None:
+        if rtype == "DELETED":
+            self.deleting.discard(job.metadata.uid)
         e = self._controlled_by(job)
         if e is not None:
             self.sync(e)

@@ -28,7 +28,7 @@ from typing import Any
 
 import msgspec
 
-from statemachines.hosted import HostedController
+from statemachines.hosted import HostedController, JobLister
 from statemachines.jobflows import machine as m
 from statemachines.model.jobflow import (
     API_VERSION,
@@ -99,8 +99,8 @@ class JobFlowController(HostedController):
     KIND = "JobFlow"
     API_VERSION = API_VERSION
 
-    def __init__(self, host: Any) -> None:
-        super().__init__(host)
+    def __init__(self, host: Any, lister: JobLister | None = None) -> None:
+        super().__init__(host, lister)
         self.flows: dict[str, FlowEntry] = {}
         self.templates: dict[str, JobTemplate] = {}
         self.template_writes: dict[str, JobTemplateStatus] = {}  # our last status write, by template key
@@ -151,10 +151,11 @@ class JobFlowController(HostedController):
             if e.waiting == meta.name and e.flow.metadata.namespace == meta.namespace:
                 self.sync(e)
 
-    def job(self, rtype: str, job: Job) -> None:
-        if not self.list_job(rtype, job) or rtype == "DELETED":
-            return
+    def on_job(self, rtype: str, job: Job) -> None:
         meta = job.metadata
+        if rtype == "DELETED":
+            self.deleting.discard(meta.uid)
+            return
         name = jobflow_of(job)
         if name:
             e = self.flows.get(f"{meta.namespace}/{name}")
