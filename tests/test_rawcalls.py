@@ -101,3 +101,20 @@ def test_a_proxy_or_a_host_it_cannot_speak_to_takes_the_clients_own_path():
     cfg.verify_ssl = False
     route = rawcalls._route(cfg)
     assert route is not None and route.context is not None and not route.context.check_hostname
+
+
+def test_a_plain_body_and_a_model_object_reach_the_api_server_alike(k8s, k8s_namespace):
+    """Plain JSON bodies are encoded by msgspec (UTF-8, not the client's model walk); a model object still
+    goes as the client serializes it."""
+    api = k8s.api_client()
+    ns = k8s_namespace
+    plain = {"metadata": {"name": "plain", "annotations": {"note": "café ✓"}},
+             "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+    model = client.V1Pod(metadata=client.V1ObjectMeta(name="model", annotations={"note": "café ✓"}),
+                         spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="busybox")]))
+    for body in (plain, model):
+        rawcalls.call(api, "POST", rawcalls.pods_path(ns), body=body)
+    for name in ("plain", "model"):
+        got = json.loads(rawcalls.call(api, "GET", rawcalls.pod_path(ns, name)))
+        assert got["metadata"]["annotations"]["note"] == "café ✓"
+        assert got["spec"]["containers"][0]["image"] == "busybox"

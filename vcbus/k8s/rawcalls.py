@@ -82,23 +82,38 @@ def call(api_client: Any, method: str, path: str, *, body: Any = None, content_t
     headers = {"Accept": "application/json"}
     if body is not None:
         headers["Content-Type"] = content_type or "application/json"
-    m, url, hdrs, data, post = api_client.param_serialize(
-        method=method, resource_path=path, header_params=headers, body=body, auth_settings=["BearerToken"],
-    )
     timeout = getattr(api_client, "request_timeout", TIMEOUT)
     route = _route(api_client.configuration, timeout)
     if route is None:  # a proxy, or a scheme http.client does not speak: the client's own path (throttled there)
+        m, url, hdrs, data, post = api_client.param_serialize(
+            method=method, resource_path=path, header_params=headers, body=body, auth_settings=["BearerToken"],
+        )
         resp = api_client.call_api(m, url, header_params=hdrs, body=data, post_params=post, _request_timeout=timeout)
         status, reason, raw = resp.status, resp.reason, resp.read()
     else:
+        # the client gives the URL, its default headers and the auth (a refreshed token included); the body,
+        # plain JSON here, is encoded once by msgspec rather than walked by the client's model serializer
+        m, url, hdrs, _, _ = api_client.param_serialize(
+            method=method, resource_path=path, header_params=headers, auth_settings=["BearerToken"],
+        )
         throttle = getattr(api_client, "throttle", None)  # vcbus.k8s.cluster.ClusterClient's rate limit
         if throttle is not None:
             throttle.wait()
-        payload = None if data is None else json.dumps(data).encode()
-        status, reason, raw = route.send(m, urlsplit(url), hdrs, payload)
+        status, reason, raw = route.send(m, urlsplit(url), hdrs, None if body is None else _payload(api_client, body))
     if not 200 <= status <= 299:
         raise ApiException(status=status, reason=reason, body=raw.decode("utf-8", "replace"))
     return raw
+
+
+_encode = msgspec.json.Encoder().encode
+
+
+def _payload(api_client: Any, body: Any) -> bytes:
+    """A request body as JSON: plain values by msgspec; anything else (a model object) as the client serializes it."""
+    try:
+        return _encode(body)
+    except TypeError:
+        return json.dumps(api_client.sanitize_for_serialization(body)).encode()
 
 
 class Route:
