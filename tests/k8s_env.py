@@ -21,6 +21,11 @@ What `EnvTest.start()` does:
 `stop_apiserver()` / `start_apiserver()` restart only the apiserver (same port,
 same etcd) and `compact_etcd()` compacts etcd's history, so tests can exercise
 watch resumption and `410 Gone`.
+
+The API server keeps an audit log of the pod writes a controller or a scheduler makes
+(`AUDIT_POLICY`: every create of a pod or of a pod's binding, at level Metadata, once
+answered) in `audit.log` of its work dir, across restarts; `audit_events()` reads it
+(tests/test_faults_cluster.py counts each pod's creates and binds with it).
 """
 
 from __future__ import annotations
@@ -49,6 +54,20 @@ CRD_DIR = REPO / "deploy" / "crds"
 
 # How long a child process gets between SIGTERM and SIGKILL.
 _TERM_TIMEOUT = 15.0
+
+
+# The API server's audit policy: each create of a pod or of a pod binding, once answered (the
+# request's verb, user, object and answer code; no bodies); nothing else.
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [
+        {"level": "Metadata", "verbs": ["create"],
+         "resources": [{"group": "", "resources": ["pods", "pods/binding"]}]},
+        {"level": "None"},
+    ],
+}
 
 
 class EnvTestError(RuntimeError):
@@ -261,6 +280,7 @@ class EnvTest:
         self.url = f"https://127.0.0.1:{self.port}"
         self.certs: Certs | None = None
         self.kubeconfig: pathlib.Path = self.workdir / "kubeconfig"
+        self.audit_log: pathlib.Path = self.workdir / "audit.log"
         self._etcd: subprocess.Popen | None = None
         self._apiserver: subprocess.Popen | None = None
         self._clients: list = []
@@ -379,8 +399,35 @@ class EnvTest:
             "--endpoint-reconciler-type=none",
             # API priority & fairness needs its bootstrap config; not useful in tests.
             "--enable-priority-and-fairness=false",
+            # pod and binding creates, written before the answer goes out (AUDIT_POLICY)
+            f"--audit-policy-file={self._audit_policy()}",
+            f"--audit-log-path={self.audit_log}",
+            "--audit-log-mode=blocking",
+            "--audit-log-format=json",
             "--v=1",
         ]
+
+    def _audit_policy(self) -> pathlib.Path:
+        path = self.workdir / "audit-policy.yaml"
+        path.write_text(yaml.safe_dump(AUDIT_POLICY))
+        return path
+
+    def audit_events(self, namespace: str | None = None) -> list[dict]:
+        """The audit log's events (AUDIT_POLICY), oldest first; only `namespace`'s when given.
+
+        A line cut short by a SIGKILLed API server is skipped.
+        """
+        out = []
+        if not self.audit_log.exists():
+            return out
+        for line in self.audit_log.read_text(errors="replace").splitlines():
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                continue
+            if namespace is None or (ev.get("objectRef") or {}).get("namespace") == namespace:
+                out.append(ev)
+        return out
 
     def start_apiserver(self, timeout: float = 90.0) -> None:
         if self._apiserver is not None and self._apiserver.poll() is None:

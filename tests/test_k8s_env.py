@@ -118,3 +118,25 @@ def test_child_processes_live_in_the_session_tmpdir(k8s):
     assert (k8s.workdir / "etcd-data").is_dir()
     assert (k8s.workdir / "pki" / "ca.crt").exists()
     assert os.access(k8s.assets / "kube-apiserver", os.X_OK)
+
+
+def test_the_audit_log_has_each_pod_and_binding_create_with_its_answer_across_a_restart(k8s, k8s_namespace):
+    from vcbus.k8s.watching import KubeApiError, api_request
+
+    api, ns = k8s.api_client(), k8s_namespace
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+           "spec": {"containers": [{"name": "c", "image": "x"}]}}
+    binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p"},
+               "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"}}
+    for path, body in ((f"/api/v1/namespaces/{ns}/pods", pod), (f"/api/v1/namespaces/{ns}/pods/p/binding", binding)):
+        api_request(api, "POST", path, body=body)
+        k8s.kill_apiserver()  # what was answered before a crash stays in the log
+        k8s.start_apiserver()
+        with pytest.raises(KubeApiError) as again:
+            api_request(k8s.api_client(), "POST", path, body=body)
+        assert again.value.status == 409
+    k.CoreV1Api(api).create_namespaced_config_map(ns, k.V1ConfigMap(metadata=k.V1ObjectMeta(name="not-logged")))
+    seen = [((ev["objectRef"].get("subresource") or "pods"), ev["objectRef"]["name"], ev["responseStatus"]["code"])
+            for ev in k8s.audit_events(ns)]
+    assert seen == [("pods", "p", 201), ("pods", "p", 409), ("binding", "p", 201), ("binding", "p", 409)]
+    assert all(ev["stage"] == "ResponseComplete" for ev in k8s.audit_events(ns))
