@@ -219,3 +219,36 @@ async def test_events_are_taken_as_the_event_recorder_takes_them_acked_at_once_a
     written = len(core.list_namespaced_event(ns).items)
     assert service.results["applied"] == written and service.results["dropped"] == 12 - written
     assert 3 <= written < 12, (written, service.results)
+
+
+async def test_a_condition_still_waiting_when_the_pods_bind_arrives_is_never_written(k8s, k8s_namespace, bus_settings):
+    """Issue 32 item 3 on the real API server: a session that saw the gang half created wrote
+    PodScheduled=False for the pod, the next one binds it; the condition, still waiting behind a
+    job-wide command of its lane when the bind arrives, is superseded (acked, counted, never sent)
+    and the bind lands. Concurrency 1 and one batch: the three are in hand before the first ends."""
+    api = k8s.api_client()
+    ns, core = k8s_namespace, client.CoreV1Api(api)
+    sim, node = PodSimulator(api), f"cond-{k8s_namespace[-6:]}"
+    try:
+        sim.create_node(node)
+    except KubeApiError as err:
+        if err.status != 409:
+            raise
+    pod = core.create_namespaced_pod(ns, {"metadata": {"name": "p-0"}, "spec": {
+        "schedulerName": "volcano", "containers": [{"name": "c", "image": "busybox"}]}})
+    job, uid = f"{ns}/j", pod.metadata.uid
+    ahead = o.CreatePodGroup(job=job, seq=4, time=T1, name="j-pg")  # job-wide: the lane waits for it
+    condition = o.UpdatePodCondition(job=job, seq=5, time=T1, name="p-0", uid=uid, reason="Unschedulable",
+                                     message="1/2 tasks in gang unschedulable")
+    bind = o.BindPod(job=job, seq=6, time=T1, name="p-0", uid=uid, node=node)
+    async with open_bus(bus_settings) as bus:
+        for cmd, msg_id in ((ahead, "4:0"), (condition, "sched:5:1:0"), (bind, "sched:6:2:0")):
+            await publish(bus.js, cmd, msg_id)
+        service = ActuatorService(bus, api, idle=1.0, concurrency=1)
+        await asyncio.wait_for(service.run(stop=asyncio.Event(), until_idle=True), 60)
+        info = await bus.js.consumer_info(s.CMDS_STREAM, DURABLE)
+    assert (info.num_pending, info.num_ack_pending) == (0, 0)
+    assert service.results["superseded"] == 1 and service.results["applied"] >= 1, service.results
+    got = core.read_namespaced_pod("p-0", ns)
+    assert got.spec.node_name == node
+    assert not [c for c in got.status.conditions or [] if c.reason == "Unschedulable"]
