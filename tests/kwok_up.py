@@ -5,6 +5,7 @@
 - `Waiter`: polls a condition until it holds (tests.test_e2e_cluster.wait_until), failing at once when
   KWOK or vcbus up died, and draining the test's watches before each look;
 - `queue_open(custom, name)`: the queue exists and its status says Open (vcbus's queue controller);
+- `running_on(core, namespace, pod, nodes)`: the pod, once it is Running on one of `nodes`, else None;
 - `cleanup(up, watches, api, nodes)`: stops the watches and vcbus up, deletes the nodes.
 """
 
@@ -62,6 +63,17 @@ def queue_open(custom: client.CustomObjectsApi, name: str) -> bool:
             return False
         raise
     return (q.get("status") or {}).get("state") == "Open"
+
+
+def running_on(core: client.CoreV1Api, namespace: str, pod: str, nodes: Iterable[str]) -> Any:
+    """The pod once it is Running on one of `nodes` (bound and started by KWOK), else None (gone included)."""
+    try:
+        p = core.read_namespaced_pod(pod, namespace)
+    except client.ApiException as err:
+        if err.status == 404:
+            return None
+        raise
+    return p if p.status.phase == "Running" and p.spec.node_name in nodes else None
 
 
 def cleanup(up: UpProcess | None, watches: Iterable[Any], api, nodes: list[str]) -> None:

@@ -8,6 +8,7 @@ acking; the running service gets it again after the ack wait and finds it done.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 import pytest
@@ -31,6 +32,22 @@ async def publish(js, cmd: o.Output, msg_id: str) -> None:
     assert not ack.duplicate
 
 
+@contextlib.contextmanager
+def a_node(api, name: str):
+    """A Node to bind to and nothing more (no pod runs, no vcbus scheduler): PodSimulator's, KWOK would
+    run the pod. Deleted after: the test API server is shared."""
+    sim = PodSimulator(api)
+    try:
+        sim.create_node(name)
+    except KubeApiError as err:
+        if err.status != 409:
+            raise
+    try:
+        yield name
+    finally:
+        sim.delete_node(name)
+
+
 async def until(predicate, what: str, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -42,14 +59,7 @@ async def test_a_bind_applied_before_a_crash_is_done_when_redelivered_and_sessio
         k8s, k8s_namespace, bus_settings):
     api = k8s.api_client()
     ns, core = k8s_namespace, client.CoreV1Api(api)
-    # a Node to bind to and nothing more (no pod runs, no vcbus scheduler): PodSimulator's, KWOK would run the pod
-    sim, node = PodSimulator(api), f"svc-{k8s_namespace[-6:]}"
-    try:
-        sim.create_node(node)
-    except KubeApiError as err:
-        if err.status != 409:
-            raise
-    try:
+    with a_node(api, f"svc-{k8s_namespace[-6:]}") as node:
         pod = core.create_namespaced_pod(ns, {"metadata": {"name": "p-0"}, "spec": {
             "schedulerName": "volcano", "containers": [{"name": "c", "image": "busybox"}]}})
         job = f"{ns}/j"
@@ -82,8 +92,6 @@ async def test_a_bind_applied_before_a_crash_is_done_when_redelivered_and_sessio
         assert [(e.reason, e.involved_object.name, e.source.component) for e in events] == [
             ("Scheduled", "p-0", "vc-scheduler")] * 2
         assert len({e.metadata.name for e in events}) == 2
-    finally:
-        sim.delete_node(node)
 
 
 async def test_an_older_durable_is_updated_and_events_applied_beside_the_commands_are_all_acked(
@@ -228,27 +236,22 @@ async def test_a_condition_still_waiting_when_the_pods_bind_arrives_is_never_wri
     and the bind lands. Concurrency 1 and one batch: the three are in hand before the first ends."""
     api = k8s.api_client()
     ns, core = k8s_namespace, client.CoreV1Api(api)
-    sim, node = PodSimulator(api), f"cond-{k8s_namespace[-6:]}"
-    try:
-        sim.create_node(node)
-    except KubeApiError as err:
-        if err.status != 409:
-            raise
-    pod = core.create_namespaced_pod(ns, {"metadata": {"name": "p-0"}, "spec": {
-        "schedulerName": "volcano", "containers": [{"name": "c", "image": "busybox"}]}})
-    job, uid = f"{ns}/j", pod.metadata.uid
-    ahead = o.CreatePodGroup(job=job, seq=4, time=T1, name="j-pg")  # job-wide: the lane waits for it
-    condition = o.UpdatePodCondition(job=job, seq=5, time=T1, name="p-0", uid=uid, reason="Unschedulable",
-                                     message="1/2 tasks in gang unschedulable")
-    bind = o.BindPod(job=job, seq=6, time=T1, name="p-0", uid=uid, node=node)
-    async with open_bus(bus_settings) as bus:
-        for cmd, msg_id in ((ahead, "4:0"), (condition, "sched:5:1:0"), (bind, "sched:6:2:0")):
-            await publish(bus.js, cmd, msg_id)
-        service = ActuatorService(bus, api, idle=1.0, concurrency=1)
-        await asyncio.wait_for(service.run(stop=asyncio.Event(), until_idle=True), 60)
-        info = await bus.js.consumer_info(s.CMDS_STREAM, DURABLE)
-    assert (info.num_pending, info.num_ack_pending) == (0, 0)
-    assert service.results["superseded"] == 1 and service.results["applied"] >= 1, service.results
-    got = core.read_namespaced_pod("p-0", ns)
-    assert got.spec.node_name == node
-    assert not [c for c in got.status.conditions or [] if c.reason == "Unschedulable"]
+    with a_node(api, f"cond-{k8s_namespace[-6:]}") as node:
+        pod = core.create_namespaced_pod(ns, {"metadata": {"name": "p-0"}, "spec": {
+            "schedulerName": "volcano", "containers": [{"name": "c", "image": "busybox"}]}})
+        job, uid = f"{ns}/j", pod.metadata.uid
+        ahead = o.CreatePodGroup(job=job, seq=4, time=T1, name="j-pg")  # job-wide: the lane waits for it
+        condition = o.UpdatePodCondition(job=job, seq=5, time=T1, name="p-0", uid=uid, reason="Unschedulable",
+                                         message="1/2 tasks in gang unschedulable")
+        bind = o.BindPod(job=job, seq=6, time=T1, name="p-0", uid=uid, node=node)
+        async with open_bus(bus_settings) as bus:
+            for cmd, msg_id in ((ahead, "4:0"), (condition, "sched:5:1:0"), (bind, "sched:6:2:0")):
+                await publish(bus.js, cmd, msg_id)
+            service = ActuatorService(bus, api, idle=1.0, concurrency=1)
+            await asyncio.wait_for(service.run(stop=asyncio.Event(), until_idle=True), 60)
+            info = await bus.js.consumer_info(s.CMDS_STREAM, DURABLE)
+        assert (info.num_pending, info.num_ack_pending) == (0, 0)
+        assert service.results["superseded"] == 1 and service.results["applied"] >= 1, service.results
+        got = core.read_namespaced_pod("p-0", ns)
+        assert got.spec.node_name == node
+        assert not [c for c in got.status.conditions or [] if c.reason == "Unschedulable"]

@@ -18,10 +18,9 @@ issue's) with `successfulJobsHistoryLimit: 1`:
 from __future__ import annotations
 
 import pytest
-from kubernetes import client
 
 from statemachines import outputs as o
-from tests import kwok_env
+from tests import kwok_env, kwok_up
 from tests.test_e2e_scheduler import G, V, bus_outputs, scenario  # noqa: F401 - a fixture
 from tests.test_webhook_k8s import webhook  # noqa: F401 - the admission webhook fixture
 from vcbus.bus import subjects as s
@@ -60,17 +59,7 @@ def test_a_cronjob_every_5s_makes_runs_that_complete_and_the_history_limit_prune
 
     def run_to_completion(name: str) -> dict:
         pod = f"{name}-t-0"
-
-        def running():
-            try:
-                p = sc.core.read_namespaced_pod(pod, sc.ns)
-            except client.ApiException as err:
-                if err.status == 404:
-                    return None
-                raise
-            return p if p.status.phase == "Running" and p.spec.node_name in sc.nodes else None
-
-        sc.wait(f"{pod} bound and Running", running)
+        sc.wait(f"{pod} bound and Running", lambda: kwok_up.running_on(sc.core, sc.ns, pod, sc.nodes))
         kwok_env.succeed_pod(sc.api, sc.ns, pod)
 
         def completed():

@@ -16,10 +16,9 @@ JobFlow `prepare -> train -> report` (each flow depends on the one before):
 from __future__ import annotations
 
 import pytest
-from kubernetes import client
 
 from statemachines import outputs as o
-from tests import kwok_env
+from tests import kwok_env, kwok_up
 from tests.test_e2e_scheduler import G, V, bus_outputs, scenario  # noqa: F401 - a fixture
 from tests.test_webhook_k8s import webhook  # noqa: F401 - the admission webhook fixture
 from vcbus.bus import subjects as s
@@ -67,17 +66,7 @@ def test_a_jobflow_of_three_jobs_runs_them_in_order_and_succeeds(scenario, nats_
 
     def run_to_completion(name: str) -> dict:
         pod = f"{name}-t-0"
-
-        def running():
-            try:
-                p = sc.core.read_namespaced_pod(pod, sc.ns)
-            except client.ApiException as err:
-                if err.status == 404:
-                    return None
-                raise
-            return p if p.status.phase == "Running" and p.spec.node_name in sc.nodes else None
-
-        sc.wait(f"{pod} bound and Running", running)
+        sc.wait(f"{pod} bound and Running", lambda: kwok_up.running_on(sc.core, sc.ns, pod, sc.nodes))
         assert sorted(jobs()) == sorted(seen), f"a later flow's vcjob was made before {name} completed"
         kwok_env.succeed_pod(sc.api, sc.ns, pod)
         return sc.wait(f"{name} Completed", lambda: (j := jobs().get(name)) and phase(j) == "Completed" and j)

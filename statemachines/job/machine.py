@@ -20,7 +20,7 @@ from transitions import Machine, MachineError
 
 from statemachines.job import aborted, aborting, completing, finished, pending, restarting, running, terminating
 from statemachines.job.handling import DEFAULT, GUARDS, Check, Handling
-from statemachines.machinegraph import Guard, GuardModel, compile_graph
+from statemachines.machinegraph import Guard, GuardModel, compile_graph, declare
 from statemachines.model.vocabulary import Action, Phase
 
 PHASE_MODULES = (pending, running, restarting, aborting, aborted, completing, terminating)
@@ -54,15 +54,7 @@ def all_transitions() -> list[dict]:
 
 def build_machine(model: object = None, *, initial: str = Phase.PENDING.value, cls: type = Machine) -> Machine:
     """The shared machine. Pass a model only for debugging or diagrams."""
-    return cls(
-        model=model,
-        states=[p.value for p in Phase],
-        transitions=all_transitions(),
-        initial=initial,
-        auto_transitions=False,
-        queued=True,
-        ignore_invalid_triggers=False,
-    )
+    return declare([p.value for p in Phase], all_transitions(), initial, model, cls)
 
 
 MACHINE = build_machine()

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from msgspec import Struct
 from transitions import Machine, MachineError
 
-from statemachines.machinegraph import GuardModel, compile_graph
+from statemachines.machinegraph import GuardModel, compile_graph, declare
 from statemachines.model.vocabulary import Action
 
 OPEN = "Open"
@@ -107,15 +107,7 @@ TRANSITIONS: list[dict] = [
 
 def build_machine(model: object = None, *, initial: str = OPEN, cls: type = Machine) -> Machine:
     """The shared machine. Pass a model only for debugging or diagrams."""
-    return cls(
-        model=model,
-        states=list(STATES),
-        transitions=TRANSITIONS,
-        initial=initial,
-        auto_transitions=False,
-        queued=True,
-        ignore_invalid_triggers=False,
-    )
+    return declare(list(STATES), TRANSITIONS, initial, model, cls)
 
 
 MACHINE = build_machine()

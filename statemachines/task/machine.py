@@ -31,6 +31,7 @@ from collections.abc import Callable
 
 from transitions import Machine, MachineError
 
+from statemachines.machinegraph import declare
 from statemachines.model.vocabulary import Event
 from statemachines.task.phases import GUARDS, TaskCheck, TaskPhase
 
@@ -99,15 +100,7 @@ class IllegalTransition(Exception):
 
 def build_machine(model: object = None, *, initial: str = INITIAL, cls: type = Machine) -> Machine:
     """The shared machine. Pass a model only for debugging or diagrams."""
-    return cls(
-        model=model,
-        states=STATES,
-        transitions=TRANSITIONS,
-        initial=initial,
-        auto_transitions=False,
-        queued=True,
-        ignore_invalid_triggers=False,
-    )
+    return declare(STATES, TRANSITIONS, initial, model, cls)
 
 
 Guard = tuple[Callable[[TaskCheck], bool], bool]
