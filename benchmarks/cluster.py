@@ -367,9 +367,11 @@ class Volcano(System):
 
 
 class Cluster:
-    """A fresh API server and KWOK with `nodes` fake nodes."""
+    """A fresh API server and KWOK with `nodes` fake nodes (`complete`: KWOK ends every running pod
+    of a vcjob at once, exit 0, its pod-complete stage)."""
 
-    def __init__(self, workdir: pathlib.Path, nodes: int, crd_dir: pathlib.Path = k8s_env.CRD_DIR) -> None:
+    def __init__(self, workdir: pathlib.Path, nodes: int, crd_dir: pathlib.Path = k8s_env.CRD_DIR,
+                 complete: bool = False) -> None:
         assets = k8s_env.asset_dir()
         if assets is None:
             raise SystemExit("cluster: " + k8s_env.missing_assets_message())
@@ -378,7 +380,7 @@ class Cluster:
             raise SystemExit("cluster: " + kwok_env.missing_kwok_message())
         self.env = k8s_env.EnvTest(assets, workdir / "envtest", crd_dir).start()
         self.api = self.env.api_client()
-        self.kwok = kwok_env.Kwok(binary, self.env.kubeconfig, workdir / "kwok").start()
+        self.kwok = kwok_env.Kwok(binary, self.env.kubeconfig, workdir / "kwok", complete=complete).start()
         self.node_names = kwok_env.create_nodes(self.api, nodes, cpu=NODE_CPU, memory=NODE_MEMORY, pods=NODE_PODS)
         kwok_env.wait_nodes_ready(self.api, self.node_names, timeout=120)
         self.env.create_namespace(NS)
