@@ -22,6 +22,7 @@ from nats.js.kv import KeyValue
 
 from tests.fixtures_nats import FROZEN_EARLY, publish_file
 from tests.test_bus_history_retention import comes_back
+from vcbus import retries
 from vcbus.bus import projector as projector_module
 from vcbus.bus import subjects as s
 from vcbus.bus.connecting import open_bus
@@ -34,7 +35,8 @@ pytestmark = pytest.mark.nats
 
 @pytest.fixture
 def quick_backoff(monkeypatch):
-    monkeypatch.setattr("vcbus.bus.supervising.backoff.delay", lambda *_: 0.01)
+    monkeypatch.setattr("vcbus.retries.SESSION_UNTIL_IDLE", retries.Policy(0.01, 0.01, attempts=5))
+    monkeypatch.setattr("vcbus.retries.SESSION", retries.Policy(0.01, 0.01))
 
 
 async def decided(bus_settings, log) -> None:

@@ -63,7 +63,7 @@ from vcbus.bus.merging import Merger
 from vcbus.bus.pulling import Puller
 from vcbus.bus.rebuilding import Rebuilding
 from vcbus.bus import statesnap
-from vcbus.bus.storing import PUBLISH_ATTEMPTS, Storing
+from vcbus.bus.storing import Storing
 from vcbus.bus.supervising import supervise
 from vcbus.errors import UserError
 
@@ -75,7 +75,7 @@ DURABLE = parts.DURABLE
 # kill took 9.4-11.0 ms with the flight held, 12.4-16.7 ms beside its stores; p50s of five runs each)
 AHEAD_HOLD = 0.05
 GATHER = 4  # while a flight is stored, up to GATHER * batch records are decided into the next one
-__all__ = ["DURABLE", "PUBLISH_ATTEMPTS", "Decider", "DeciderStats", "wall_clock"]
+__all__ = ["DURABLE", "Decider", "DeciderStats", "wall_clock"]
 
 
 def wall_clock() -> str:
@@ -199,6 +199,9 @@ class Decider(Rebuilding, Deciding, Storing):
             self.snapshots = statesnap.Store(
                 self.js, owner=self.partition.consumer, stream=s.K8S_STREAM, config=self._snapshot_config()
             )
+        if self._writer is None:  # the rebuild may store poison events already
+            info = await self.js.stream_info(s.JOBS_STREAM)
+            self._writer = BatchWriter(self.bus.nc, self.js, atomic=self.atomic and bool(info.config.allow_atomic))
         floor, group = await self._consumer()
         if not self._rebuilt:
             t0 = time.perf_counter()
@@ -211,9 +214,6 @@ class Decider(Rebuilding, Deciding, Storing):
                 time.perf_counter() - t0,
                 floor + 1,
             )
-        if self._writer is None:
-            info = await self.js.stream_info(s.JOBS_STREAM)
-            self._writer = BatchWriter(self.bus.nc, self.js, atomic=self.atomic and bool(info.config.allow_atomic))
         if self._records or self._commands or self._events:  # decided by a failed session, not sent yet
             self._flights.append(Flight(self._records, self._commands + self._events, [], self.applied))
             self._records, self._commands, self._events = [], [], []

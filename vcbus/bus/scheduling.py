@@ -48,7 +48,6 @@ from fractions import Fraction
 from typing import Any
 
 import msgspec
-import nats.errors
 
 from projections.scheduler import SchedulerCache
 from statemachines import outputs as o
@@ -56,11 +55,10 @@ from statemachines.model.records import RecordError
 from statemachines.scheduler.config import DEFAULT_CONFIG, SchedulerConfig
 from statemachines.scheduler.plugins.predicates import unevaluated_pods
 from statemachines.scheduler.session import run_session
-from vcbus.bus import poison
+from vcbus.bus import direct, poison
 from vcbus.bus import subjects as s
 from vcbus.bus.batching import BatchWriter
 from vcbus.bus.connecting import Bus
-from vcbus.bus.errors import BusError
 from vcbus.bus.publisher import Prepared
 from vcbus.bus.reading import read_stream, stream_seq
 from vcbus.bus.sessions import PastSession, past_sessions, session_messages
@@ -70,7 +68,6 @@ from vcbus.observability import metrics
 
 log = logging.getLogger("vcbus.scheduler")
 
-PUBLISH_ATTEMPTS = 5
 IDLE = 0.25  # seconds without records before a batch counts as "caught up"
 MAX_SETTLE_SESSIONS = 100  # with until_idle: sessions in a row without new records before giving up
 
@@ -83,19 +80,6 @@ def _exact(value: Any) -> str:
 
 
 _encode = msgspec.json.Encoder(enc_hook=_exact, order="sorted").encode
-
-
-def _by_stream(messages: list[Prepared]) -> list[list[Prepared]]:
-    """`messages` cut into runs of one stream each (by the subject's prefix: vcbus.cmd, vcbus.job ...), in order."""
-    runs: list[list[Prepared]] = []
-    last = None
-    for m in messages:
-        prefix = m.subject.split(".", 2)[:2]
-        if prefix != last:
-            runs.append([])
-            last = prefix
-        runs[-1].append(m)
-    return runs
 
 
 class Fingerprint:
@@ -356,30 +340,15 @@ class SchedulerService:
         self.settled = False
 
     async def _store(self, messages: list[Prepared], *, what: str) -> None:
-        """Publish `messages` in order and wait for every ack; on failure retry the lot (same ids)."""
+        """Publish `messages` in order and wait for every ack, retried (vcbus.bus.direct)."""
         if not messages:
             return
-        timeout = self.bus.settings.publish_timeout
         if self._writer is None:
             self._writer = BatchWriter(self.bus.nc, self.js)
-        for attempt in range(1, PUBLISH_ATTEMPTS + 1):
-            try:
-                # one stream's run of messages at a time (commands, then events), each an atomic batch
-                # when it is large (one durable write), all on the wire before the first is waited for
-                sent = []
-                for run in _by_stream(messages):
-                    sent += await self._writer.send(run, atomic=attempt == 1)  # a retry: some may be stored
-                results = [await one.wait(timeout) for one in sent]
-            except (asyncio.TimeoutError, nats.errors.Error, BusError) as err:
-                if attempt == PUBLISH_ATTEMPTS:
-                    raise BusError(f"scheduler: cannot store the {what}: {str(err) or type(err).__name__}") from err
-                log.warning("scheduler: storing the %s failed (%s); retrying", what, str(err) or type(err).__name__)
-                await asyncio.sleep(0.2 * attempt)
-                continue
-            for res in results:
-                self.stats.duplicates += res.duplicates
-                self.stats.outputs += res.stored
-            return
+        res = await direct.store(self._writer, messages, who="scheduler", what=what,
+                                 timeout=self.bus.settings.publish_timeout, log=log)
+        self.stats.duplicates += res.duplicates
+        self.stats.outputs += res.stored
 
     # ------------------------------------------------------------------ restart
 

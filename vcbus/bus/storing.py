@@ -12,7 +12,7 @@ are acked, in order, only after JetStream has acknowledged all its outputs
 (and those of every flight before it).
 
 **Direct.** Poison events and TIMER records are published and every ack
-waited for, with retries (`_store`); a record with more outputs than one
+waited for, with retries (`_store`, vcbus.bus.direct); a record with more outputs than one
 batch is stored batch by batch (`vcbus.bus.bigrecords`).
 
 **Time.** The engine fires delayed actions (policies with `timeout`) when the
@@ -30,18 +30,12 @@ from __future__ import annotations
 import asyncio
 import logging
 
-import nats.errors
-from nats.js import api
-
-from vcbus.bus import bigrecords
+from vcbus.bus import bigrecords, direct
 from vcbus.bus import partitions as parts
-from vcbus.bus.errors import BusError
 from vcbus.bus.flights import Flight
 from vcbus.bus.publisher import Prepared, timer_message
 
 log = logging.getLogger("vcbus.decider")
-
-PUBLISH_ATTEMPTS = 5
 
 
 class Storing:
@@ -134,28 +128,11 @@ class Storing:
 
     # ------------------------------------------------------------------ direct writes
 
-    async def _store(
-        self, first: list[Prepared], then: list[Prepared] | None = None, *, what: str
-    ) -> list[api.PubAck]:
-        """Publish `first`, then `then`, in order; wait for every ack; on failure retry the lot."""
-        then = then or []
-        timeout = self.bus.settings.publish_timeout
-        publish = self.js.publish_async
-        for attempt in range(1, PUBLISH_ATTEMPTS + 1):
-            try:
-                futs = [await publish(m.subject, m.body, headers=dict(m.headers)) for m in first]
-                if first and then:
-                    await asyncio.sleep(0)  # let the client's flusher put `first` on the wire now
-                futs += [await publish(m.subject, m.body, headers=dict(m.headers)) for m in then]
-                acks = await asyncio.wait_for(asyncio.gather(*futs), timeout)
-            except (asyncio.TimeoutError, nats.errors.Error) as err:
-                if attempt == PUBLISH_ATTEMPTS:
-                    raise BusError(f"decider: cannot store the {what}: {str(err) or type(err).__name__}") from err
-                log.warning("decider: storing the %s failed (%s); retrying", what, str(err) or type(err).__name__)
-                await asyncio.sleep(0.2 * attempt)
-                continue
-            return list(acks)
-        raise AssertionError("unreachable")
+    async def _store(self, messages: list[Prepared], *, what: str) -> None:
+        """Publish `messages` in order and wait for every ack, retried (vcbus.bus.direct)."""
+        assert self._writer is not None
+        await direct.store(self._writer, messages, who="decider", what=what,
+                           timeout=self.bus.settings.publish_timeout, log=log)
 
     # ------------------------------------------------------------------ timers
 

@@ -4,7 +4,7 @@ A server restart, a lost connection or a slow acknowledgement surfaces as a
 nats error (or a `BusError` from a publish that ran out of retries) in the
 middle of a service's loop. The services are restartable folds that keep
 their state in memory up to a known position, so the fix is always the same:
-log it, wait (jittered exponential backoff from 0.5 s up to 10 s, vcbus.backoff;
+log it, wait (`vcbus.retries.SESSION`: jittered exponential backoff from 0.5 s up to 10 s;
 the log says how long), and start a new session that continues
 from that position. A long-running service retries forever; one that runs
 until idle (`vcbus up --once`, tests) gives up after `max_failures` failures
@@ -20,7 +20,7 @@ from typing import Awaitable, Callable
 
 import nats.errors
 
-from vcbus import backoff
+from vcbus import retries
 from vcbus.bus.errors import BusError
 
 TRANSIENT = (nats.errors.Error, asyncio.TimeoutError, OSError, BusError)
@@ -34,9 +34,13 @@ async def supervise(
     stop: asyncio.Event,
     until_idle: bool,
     log: logging.Logger,
-    max_failures: int = 5,
+    policy: retries.Policy | None = None,
 ) -> None:
-    failures = 0
+    """Run `session` until it returns; after a transient failure, wait and run it again. `policy`
+    (default `retries.SESSION`, with `until_idle` `retries.SESSION_UNTIL_IDLE`) gives the waits and
+    when failures in a row without progress end it (the last error raised)."""
+    policy = policy or (retries.SESSION_UNTIL_IDLE if until_idle else retries.SESSION)
+    streak = retries.Streak(policy)
     while True:
         before = progress()
         try:
@@ -45,10 +49,11 @@ async def supervise(
         except TRANSIENT as err:
             if stop.is_set():
                 return
-            failures = 1 if progress() > before else failures + 1
-            if until_idle and failures >= max_failures:
+            if progress() > before:
+                streak.reset()
+            delay = streak.failed()
+            if streak.exhausted():
                 raise
-            delay = backoff.delay(failures, 0.5, 10.0)
             log.warning("%s: %s; resuming at %d, next try in %.1fs", name, str(err) or type(err).__name__, progress(), delay)
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(stop.wait(), delay)

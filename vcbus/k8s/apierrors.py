@@ -7,8 +7,8 @@ Three kinds of failure, three answers:
   resource the API server refused (from its own message, `cannot <verb>
   resource "<resource>" in API group "<group>"`) and what to grant.
 - **unreachable** (connection refused or reset, a timeout, 5xx, 429): retried
-  with jittered exponential backoff (`tenacity`, vcbus.backoff), each retry logged with how
-  long until the next try (`unreachable_retry`).
+  with jittered exponential backoff (`vcbus.retries.API`, tenacity's waits), each retry
+  logged with how long until the next try (`unreachable_retry`).
 - **refused for good** (any other 4xx but 409 Conflict: 400, 404 of a
   namespace gone, 422 Invalid, a webhook's denial): `refused()` says so; the
   actuator records the command as failed, with a Warning Event on the job,
@@ -25,7 +25,7 @@ from typing import Any
 import tenacity
 import urllib3.exceptions
 
-from vcbus import backoff, exitcodes
+from vcbus import exitcodes, retries
 from vcbus.errors import UserError
 from vcbus.observability import metrics as m
 
@@ -99,14 +99,9 @@ def permission_denied(err: BaseException, *, component: str, doing: str = "", me
     )
 
 
-def jittered_backoff(failures: int, initial: float, maximum: float) -> float:
-    """The wait after the `failures`-th failure in a row (vcbus.backoff)."""
-    return backoff.delay(failures, initial, maximum)
-
-
-def unreachable_retry(component: str, *, initial: float = 0.2, maximum: float = 30.0, attempts: int | None = None,
-                      logger: logging.Logger | None = None) -> dict[str, Any]:
-    """tenacity arguments: retry transient errors with full-jitter exponential backoff, logging each wait.
+def unreachable_retry(component: str, *, initial: float = retries.API.initial, maximum: float = retries.API.maximum,
+                      attempts: int | None = None, logger: logging.Logger | None = None) -> dict[str, Any]:
+    """tenacity arguments: retry transient errors with `vcbus.retries`' jittered exponential waits, logging each.
 
     Use as `tenacity.Retrying(**unreachable_retry("actuator"))` or the Async variant.
     """
@@ -122,7 +117,7 @@ def unreachable_retry(component: str, *, initial: float = 0.2, maximum: float = 
 
     return {
         "retry": tenacity.retry_if_exception(transient),
-        "wait": backoff.strategy(initial, maximum),
+        "wait": retries.Policy(initial, maximum).wait(),
         "stop": tenacity.stop_after_attempt(attempts) if attempts else tenacity.stop_never,
         "before_sleep": before_sleep,
         "reraise": True,

@@ -85,6 +85,7 @@ from nats.js.errors import KeyNotFoundError
 
 from statemachines.model import timefmt
 from statemachines.model.records import decode
+from vcbus import retries
 from vcbus.bus.publisher import Publisher, prepare
 from vcbus.cronjobs.zonedata import cronjob_zones
 from vcbus.k8s import positions
@@ -246,9 +247,11 @@ class Bridge:
                     await t
 
     async def _run_one(self, kv: Any, resource: str, stop: asyncio.Event) -> None:
-        """Bridge one resource; on a failure (NATS, KV, a bad record) start again from the stored position."""
-        delay = 0.5
+        """Bridge one resource; on a failure (NATS, KV, a bad record) start again from the stored position,
+        after a wait of `retries.BRIDGE` (growing with the failures in a row without anything published)."""
+        streak = retries.Streak(retries.BRIDGE)
         while not stop.is_set():
+            before = self.published
             try:
                 await self._bridge(kv, resource, stop)
                 return
@@ -258,13 +261,15 @@ class Bridge:
                 if denied(err):  # 401/403: retrying cannot help; stop with what to grant
                     raise permission_denied(err, component="bridge", doing=f"watching {resource}", method="GET") from None
                 self.failures += 1
+                if self.published > before:  # it bridged for a while: a new failure, not one more in a row
+                    streak.reset()
+                delay = streak.failed()
                 log.warning("bridge: %s failed (%s); resuming from the stored position in %.1fs", resource, err, delay)
                 old = self.watchers.pop(resource, None)
                 if old is not None:
                     await asyncio.to_thread(old.stop, 2.0)
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(stop.wait(), delay)
-                delay = min(delay * 2, 10.0)
 
     async def _bridge(self, kv: Any, resource: str, stop: asyncio.Event) -> None:
         # an OPTIONAL kind's CRD may be missing: asked beside the watcher's start, which it does not delay

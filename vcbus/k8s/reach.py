@@ -19,14 +19,12 @@ import logging
 import time
 from typing import Any, Callable
 
-from vcbus import backoff, exitcodes
+from vcbus import exitcodes, retries
 from vcbus.errors import UserError
 from vcbus.k8s import rawcalls
 from vcbus.k8s.apierrors import status_of, transient
 
 log = logging.getLogger("vcbus")
-
-INITIAL, MAXIMUM = 0.5, 30.0  # seconds between tries: full-jitter exponential backoff (vcbus.backoff)
 
 
 def _why(err: BaseException) -> str:
@@ -45,7 +43,7 @@ async def reach(api_client: Any, *, timeout: float, stop: asyncio.Event,
     """Wait until the API server answers `/version` (any answer but 5xx/429); False if `stop` came first.
     Raises `UserError` (exit 4) after `timeout` seconds without an answer (0: wait for ever)."""
     host = getattr(getattr(api_client, "configuration", None), "host", "?")
-    began, failures = clock(), 0
+    began, streak = clock(), retries.Streak(retries.REACH)
     while not stop.is_set():
         try:
             await asyncio.to_thread(rawcalls.call, api_client, "GET", "/version")
@@ -55,8 +53,7 @@ async def reach(api_client: Any, *, timeout: float, stop: asyncio.Event,
             if not transient(err):
                 raise UserError(f"the API server {host} cannot be asked for /version: {_why(err)}",
                                 exit_code=exitcodes.CLUSTER) from None
-            failures += 1
-            wait = backoff.delay(failures, INITIAL, MAXIMUM)
+            wait = streak.failed()
             spent = clock() - began
             if timeout and spent + wait > timeout:
                 raise UserError(
@@ -64,7 +61,7 @@ async def reach(api_client: Any, *, timeout: float, stop: asyncio.Event,
                     f"--connect-timeout {timeout:g}s", exit_code=exitcodes.CLUSTER,
                 ) from None
             log.warning("vcbus up: the API server %s is not reachable (%s); try %d failed, next in %.1fs%s", host,
-                        _why(err), failures, wait, f", giving up {timeout - spent:.0f}s from now" if timeout else "")
+                        _why(err), streak.failures, wait, f", giving up {timeout - spent:.0f}s from now" if timeout else "")
             try:
                 await asyncio.wait_for(stop.wait(), wait)
             except asyncio.TimeoutError:
@@ -73,6 +70,6 @@ async def reach(api_client: Any, *, timeout: float, stop: asyncio.Event,
         break
     if stop.is_set():
         return False
-    if failures:
-        log.info("vcbus up: the API server %s is reachable after %d failed tries", host, failures)
+    if streak.failures:
+        log.info("vcbus up: the API server %s is reachable after %d failed tries", host, streak.failures)
     return True

@@ -37,8 +37,8 @@ Semantics:
   MODIFIED for objects whose resourceVersion changed; unchanged ones are not
   repeated. A name that was deleted and recreated shows as DELETED then ADDED.
 * Connection errors, apiserver restarts and other API errors are retried with
-  jittered exponential backoff (tenacity's, from `backoff_initial` up to
-  `backoff_max`, reset once a watch is established; the log says when the
+  jittered exponential backoff (`vcbus.retries`, from `backoff_initial` up to
+  `backoff_max`: `retries.WATCH` by default; reset once a watch is established; the log says when the
   next try is). 401/403 are not retried: the consumer gets the error. A normal end of the watch stream (server-side
   `timeoutSeconds`) reconnects immediately.
 
@@ -70,7 +70,7 @@ from typing import Any, Callable, Iterator
 
 import msgspec
 
-from vcbus.k8s.apierrors import jittered_backoff
+from vcbus import retries
 
 log = logging.getLogger(__name__)
 
@@ -327,8 +327,8 @@ class ResourceWatcher:
         known: dict[str, dict] | None = None,
         watch_timeout_seconds: int = 300,
         connect_timeout: float = 5.0,
-        backoff_initial: float = 0.1,
-        backoff_max: float = 5.0,
+        backoff_initial: float = retries.WATCH.initial,
+        backoff_max: float = retries.WATCH.maximum,
         page_size: int = 500,
         queue_size: int = 1000,
         write_times: bool = False,
@@ -340,8 +340,7 @@ class ResourceWatcher:
         self.field_selector = field_selector or None
         self.watch_timeout_seconds = int(watch_timeout_seconds)
         self.connect_timeout = connect_timeout
-        self.backoff_initial = backoff_initial
-        self.backoff_max = backoff_max
+        self.retry = retries.Policy(backoff_initial, backoff_max)  # a failed list or watch: the wait before the next
         self.page_size = page_size
         self.write_times = write_times  # objects keep their managedFields' write times (`normalize`)
 
@@ -543,15 +542,14 @@ class ResourceWatcher:
         self._put(_Item({"type": type_, "object": obj}, rv, listed))
 
     def _run(self) -> None:
-        backoff = self.backoff_initial
-        failures = 0
+        streak = retries.Streak(self.retry)
         try:
             while not self._stopping.is_set():
                 try:
                     if self._need_list:
                         self._relist()
                     if self._watch_once():
-                        backoff = self.backoff_initial
+                        streak.reset()
                 except GoneError as e:
                     log.info("watch %s: %s; relisting", self.rk.name, e)
                     self._need_list = True
@@ -564,12 +562,10 @@ class ResourceWatcher:
                         raise  # denied: retrying cannot help; the consumer gets it (`_fatal`)
                     self.last_error = e
                     self.reconnects += 1
-                    failures = 1 if backoff == self.backoff_initial else failures + 1
-                    delay = jittered_backoff(failures, self.backoff_initial, self.backoff_max)
+                    delay = streak.failed()
                     log.warning("watch %s failed (%s: %s); next try in %.1fs",
                                 self.rk.name, type(e).__name__, e, delay)
                     self._stopping.wait(delay)
-                    backoff = min(backoff * 2, self.backoff_max)
         except BaseException as e:  # a bug: surface it to the consumer
             self._fatal = e
         finally:
