@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import pathlib
 
@@ -138,11 +139,38 @@ def test_a_watch_record_is_published_compact_without_managed_fields_with_a_dedup
 
 
 def test_records_vcbus_does_not_read_are_not_published():
-    for rec in (b'{"type":"BOOKMARK","object":{"kind":"Pod","metadata":{"resourceVersion":"5"}}}',
-                b'{"type":"ADDED","object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"n"}}}',
+    for rec in (b'{"type":"ADDED","object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"n"}}}',
                 b'{"type":"ADDED","object":{"apiVersion":"v2","kind":"Node","metadata":{"name":"n"}}}',
                 b'{"type":"ADDED","object":{"apiVersion":"scheduling.k8s.io/v1","kind":"PriorityClass","metadata":{}}}'):
         assert prepare(rec, decode(rec)) is None
+
+
+def test_bookmarks_and_watch_errors_are_stored_as_marks_of_the_log():
+    """The bus holds what the file holds, record for record (tests/test_replay_bus_numbering.py)."""
+    mark = b'{"type":"BOOKMARK","object":{"kind":"Pod","metadata":{"resourceVersion":"5"}}}'
+    msg = prepare(mark, decode(mark))
+    assert msg is not None and msg.subject == "vcbus.k8s.bookmark._.5" and msg.body == mark
+    assert msg.headers == {"Nats-Msg-Id": "sha256:" + hashlib.sha256(mark).hexdigest(), "Vcbus-Kind": "Bookmark",
+                           "Vcbus-Namespace": "", "Vcbus-Name": "5", "Vcbus-Resource-Version": "5",
+                           "Vcbus-Type": "BOOKMARK"}
+    first = b'{"type":"BOOKMARK","object":{"metadata":{"annotations":{"vcbus.volcano.sh/record-format":"2"}}}}'
+    assert prepare(first, decode(first)).subject == "vcbus.k8s.bookmark._._"  # no resourceVersion
+    gone = b'{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","code":410,"reason":"Expired"}}'
+    msg = prepare(gone, decode(gone))
+    assert msg is not None and msg.subject == "vcbus.k8s.error._._" and msg.headers["Vcbus-Type"] == "ERROR"
+    assert belongs(msg.headers, "ns/j")  # of no job: part of every job's export, as queues and nodes
+
+
+def test_managed_fields_keep_who_wrote_and_when():
+    """A replay's clock reads the write times where a record has no time: the bus keeps them, the field sets go."""
+    rec = {"type": "MODIFIED", "object": {"kind": "Pod", "metadata": {"name": "p", "managedFields": [
+        {"manager": "kubelet", "operation": "Update", "time": "2026-11-30T08:01:00Z", "fieldsType": "FieldsV1",
+         "fieldsV1": {"f:status": {}}}, {"manager": "x", "operation": "Apply", "fieldsV1": {}}]}}}
+    body = json.loads(compact_body(json.dumps(rec, indent=2).encode()))
+    assert body["object"]["metadata"]["managedFields"] == [
+        {"manager": "kubelet", "operation": "Update", "time": "2026-11-30T08:01:00Z"}]
+    del rec["object"]["metadata"]["managedFields"][0]  # no entry with a time: nothing kept
+    assert "managedFields" not in json.loads(compact_body(json.dumps(rec, indent=2).encode()))["object"]["metadata"]
 
 
 def test_nodes_and_priority_classes_are_published_cluster_scoped_for_the_scheduler():

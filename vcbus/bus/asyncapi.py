@@ -120,12 +120,14 @@ def document() -> dict[str, Any]:
     channels["log"] = {
         "address": f"{s.K8S_PREFIX}.{{kind}}.{{namespace}}.{{name}}",
         "title": f"The log: Kubernetes watch records as observed (stream {s.K8S_STREAM})",
-        "description": "Not CloudEvents: the watch event as the API server sent it, `managedFields` removed "
-                       "(docs/events.md). `kind` `timer` holds the decider's TIMER records.",
+        "description": "Not CloudEvents: the watch event as the API server sent it, `managedFields` reduced "
+                       "to who wrote and when (docs/events.md). `kind` `timer` holds the decider's TIMER "
+                       "records, `bookmark` and `error` the log's BOOKMARK and watch ERROR records.",
         "parameters": {
             "kind": {"description": "Lower-case kind: job, pod, podgroup, queue, command, node, priorityclass, "
                                         "namespace, persistentvolumeclaim, persistentvolume, storageclass, service, "
-                                        "replicationcontroller, replicaset, statefulset, daemonset, timer."},
+                                        "replicationcontroller, replicaset, statefulset, daemonset, timer, bookmark, "
+                                        "error."},
             "namespace": {"description": "The object's namespace, `_` for cluster-scoped objects."},
             "name": {"$ref": "#/components/parameters/name"},
         },

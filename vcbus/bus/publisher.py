@@ -1,8 +1,9 @@
 """Putting watch records into VCBUS_K8S: one message per record, deduplicated, pipelined.
 
 A record's body is the watch record itself as one line of compact JSON,
-`{"type": ..., "object": {...}, "time"?: ...}`, with `metadata.managedFields`
-removed (server-side-apply bookkeeping: large and never read). So the stream,
+`{"type": ..., "object": {...}, "time"?: ...}`, with each `metadata.managedFields`
+entry reduced to who wrote and when (vcbus.writetimes: the field sets are large and never
+read; the times are a replay's clock where a record has no `time`). So the stream,
 exported line by line, is a log `vcbus replay` reads as it is.
 
 Subject `vcbus.k8s.<kind>.<namespace>.<name>` and headers:
@@ -22,7 +23,10 @@ StorageClasses (`storage.k8s.io/v1`), and the namespaced PersistentVolumeClaims,
 ReplicationControllers (`v1`) are published too (`vcbus.k8s.node._.<name>`, ...,
 `vcbus.k8s.persistentvolumeclaim.<namespace>.<name>`, `vcbus.k8s.service.<namespace>.<name>`): the job
 controller ignores them (statemachines.model.records decodes them as Ignored), the
-scheduler folds them. Other records (bookmarks, other kinds) are not published.
+scheduler folds them. BOOKMARK and ERROR records, about the watch itself (a recording's initial list
+ends at a bookmark, an ERROR is a gap), go to `vcbus.k8s.bookmark._.<resourceVersion or _>` and
+`vcbus.k8s.error._._`, so the stream holds what the file holds, record for record (a replay of either
+numbers its rows alike). Records of other kinds are not published.
 A `TIMER` record (a delayed action firing, appended by the decider) goes to
 `vcbus.k8s.timer.<namespace>.<name>` with msg id `timer:<id>`.
 
@@ -56,6 +60,7 @@ from vcbus.bus.errors import BusError
 from vcbus.bus.partitions import partitions as partition_count
 from vcbus.bus.partitions import route
 from vcbus.watchlog import decode_record, read_records
+from vcbus.writetimes import kept_writes
 
 _generic = msgspec.json.Decoder()
 _encode = msgspec.json.Encoder().encode
@@ -87,14 +92,17 @@ def owner_job(obj: Any) -> str | None:
 
 
 def compact_body(data: bytes) -> bytes:
-    """The record as one line of compact JSON, without `metadata.managedFields`."""
+    """The record as one line of compact JSON, `metadata.managedFields` reduced to who wrote and when
+    (vcbus.writetimes: a replay's clock reads those times, so the bus's copy replays as the file)."""
     stripped = data.strip()
     if b"\n" not in stripped and b'"managedFields"' not in stripped:
         return stripped
     value = _generic.decode(stripped)
     meta = (value.get("object") or {}).get("metadata")
-    if isinstance(meta, dict):
-        meta.pop("managedFields", None)
+    if isinstance(meta, dict) and "managedFields" in meta:
+        kept = kept_writes(meta.pop("managedFields"))
+        if kept is not None:
+            meta["managedFields"] = kept
     return _encode(value)
 
 
@@ -111,6 +119,8 @@ def prepare(data: bytes, decoded: Decoded) -> Prepared | None:
         t = decoded.timer
         return Prepared(s.timer_subject(t.job), compact_body(data), _timer_headers(t.job, t.id))
     if isinstance(decoded, Ignored):
+        if decoded.kind in LOG_MARKS:
+            return _log_mark(data, decoded.kind)
         return _scheduler_record(data, decoded)
     if isinstance(decoded, CronJobRecord):  # vcbus.k8s.cronjob.<ns>.<name>, with its zones; of no vcjob
         meta = decoded.object.metadata
@@ -129,6 +139,23 @@ def prepare(data: bytes, decoded: Decoded) -> Prepared | None:
         compact_body(data), type(obj).__name__, decoded.type, meta.namespace, meta.name, meta.uid,
         meta.resource_version, owner_job(obj),
     )
+
+
+# Records about the watch itself, stored so that the bus's log is the file's, record for record: a
+# recording's initial-list marks (vcbus.logmarks), a watch ERROR (a gap). Subject kind: the type in lower case.
+LOG_MARKS = {"BOOKMARK": "Bookmark", "ERROR": "Error"}
+
+
+def _log_mark(data: bytes, rtype: str) -> Prepared:
+    """A BOOKMARK or ERROR record: `vcbus.k8s.bookmark._.<resourceVersion>` (`_` when it has none),
+    `vcbus.k8s.error._._`; its id the SHA-256 of its body, so a re-published log stores it once."""
+    body = compact_body(data)
+    value = _generic.decode(body)  # decode() has parsed it already: valid JSON
+    obj = value.get("object") if isinstance(value, dict) else None
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    rv = meta.get("resourceVersion") if isinstance(meta, dict) and rtype == "BOOKMARK" else None
+    rv = rv if isinstance(rv, str) and rv else ""
+    return _watch_message(body, LOG_MARKS[rtype], rtype, "", rv or s.CLUSTER_SCOPE, "", rv, None)
 
 
 def _scheduler_record(data: bytes, decoded: Ignored) -> Prepared | None:

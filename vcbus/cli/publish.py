@@ -39,7 +39,8 @@ stops with the same message as `vcbus replay` (file, line, record, byte offset;
 exit 2) and nothing is published.
 Records are stored once: a record already in the stream (same uid,
 resourceVersion and watch type) is not stored again, so publishing a file
-twice is harmless. Bookmarks and kinds vcbus does not read are skipped.
+twice is harmless. Kinds vcbus does not read are skipped; bookmarks and watch
+ERRORs are kept, so `vcbus replay --nats` numbers rows as `vcbus replay FILE`.
 
 \b
 If the server fails part-way: an input of up to 1,000 records (and 64 MiB) is

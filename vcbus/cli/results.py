@@ -28,7 +28,7 @@ class Published(_Result):
     first_seq: int | None  # their stream sequences (None: nothing stored)
     last_seq: int | None
     duplicates: int  # records the stream already held (same uid, resourceVersion and watch type)
-    skipped: int  # records vcbus does not read (bookmarks, other kinds)
+    skipped: int  # records of kinds vcbus does not read
 
     def line(self) -> str:
         text = f"published {self.published} records from {self.source} to {self.stream}"
@@ -36,7 +36,7 @@ class Published(_Result):
             text += f" (seq {self.first_seq}..{self.last_seq})"
         extra = [f"{self.duplicates} already there"] if self.duplicates else []
         if self.skipped:
-            extra.append(f"{self.skipped} skipped (bookmarks, other kinds)")
+            extra.append(f"{self.skipped} skipped (kinds vcbus does not read)")
         return text + (f"; {', '.join(extra)}" if extra else "")
 
 
