@@ -2,6 +2,7 @@
 
     .venv/bin/python scripts/record-volcano-seed.py                      # writes examples/volcano/resnet-dist-train.jsonl
     .venv/bin/python scripts/record-volcano-seed.py -o /tmp/seed.jsonl --volcano-bin ~/.cache/vcbus/volcano/bin
+    .venv/bin/python scripts/record-volcano-seed.py --controller vcbus -o /tmp/seed.jsonl   # the same story, vcbus's controller
 
 What runs, all on this machine (the parts of benchmarks/cluster.py):
 
@@ -13,6 +14,11 @@ What runs, all on this machine (the parts of benchmarks/cluster.py):
   with the scheduler configuration of Volcano's benchmark;
 - `vcbus record -A` from before Volcano starts to after the job has settled (Completed, its pods
   ended or gone, and nothing recorded for 3 s).
+
+`--controller vcbus` plays the same story with `vcbus up --kubeconfig` (bridge, decider, scheduler,
+actuator) in Volcano's place, on vcbus's CRDs (deploy/crds): no Volcano binaries are needed, so
+tests/test_record_volcano_script.py runs the whole script so on every test run; only starting
+Volcano's two binaries and copying its CRDs are left to a run with Volcano.
 
 The story, as in examples/resnet-dist-train.json (the simulated one): the seed job of
 examples/resnet-dist-train.yaml is created; once its 3 pods run, worker-1's container exits 1 (its
@@ -47,9 +53,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.cluster import Cluster, Volcano, volcano_crds, wait_for  # noqa: E402
+from benchmarks.cluster import Cluster, Vcbus, Volcano, volcano_crds, wait_for  # noqa: E402
 from statemachines.admission.mutate import mutate_job  # noqa: E402
-from tests import kwok_env  # noqa: E402
+from tests import k8s_env, kwok_env  # noqa: E402
 from vcbus.k8s.watching import api_request  # noqa: E402
 
 NS, NAME = "default", "resnet-dist-train"
@@ -95,11 +101,13 @@ def quiet(log: pathlib.Path, seconds: float) -> bool:
     return time.time() - log.stat().st_mtime >= seconds
 
 
-def record(volcano_bin: pathlib.Path, out: pathlib.Path, hold: float, say: Any) -> None:
+def record(volcano_bin: pathlib.Path | None, out: pathlib.Path, hold: float, say: Any) -> None:
+    """The story (module doc) under Volcano's binaries in `volcano_bin`, or under vcbus's controller (None)."""
     with tempfile.TemporaryDirectory(prefix="vcbus-volcano-seed-") as tmp:
         work = pathlib.Path(tmp)
-        cluster = Cluster(work, 3, volcano_crds(volcano_bin, work / "crds"))
-        volcano = Volcano(work)
+        crds = volcano_crds(volcano_bin, work / "crds") if volcano_bin is not None else k8s_env.CRD_DIR
+        cluster = Cluster(work, 3, crds)
+        controller: Vcbus | Volcano = Volcano(work) if volcano_bin is not None else Vcbus(work)
         recorder = None
         log = work / "watch.jsonl"
         try:
@@ -108,23 +116,28 @@ def record(volcano_bin: pathlib.Path, out: pathlib.Path, hold: float, say: Any) 
                                          str(cluster.env.kubeconfig)], stdin=subprocess.DEVNULL)
             wait_for("the recording's initial list", lambda: log.exists() and b"initial-events-end" in log.read_bytes(),
                      deadline=DEADLINE)
-            say("recording; starting Volcano")
-            volcano.start(cluster.env.kubeconfig, volcano_bin)
+            if isinstance(controller, Volcano):
+                say("recording; starting Volcano")
+                controller.start(cluster.env.kubeconfig, volcano_bin)
+            else:
+                say("recording; starting vcbus up")
+                controller.start(cluster.env.kubeconfig, [])
+                wait_for("vcbus up ready", controller.ready, deadline=DEADLINE, check=controller.check)
             api_request(cluster.api, "POST", f"/apis/batch.volcano.sh/v1alpha1/namespaces/{NS}/jobs", body=seed_job())
             first = wait_for("the job's 3 pods Running", lambda: running(cluster.api), deadline=DEADLINE,
-                             check=volcano.check)
+                             check=controller.check)
             say(f"running: {sorted(first)}; worker-1 exits 1 in {hold:g} s")
             time.sleep(hold)  # the story's pace (the pods run a while), not a wait for something
             kwok_env.fail_pod(cluster.api, NS, f"{NAME}-worker-1", exit_code=1)
             wait_for("the job restarted (retryCount 1)", lambda: int(job_status(cluster.api).get("retryCount") or 0) >= 1,
-                     deadline=DEADLINE, check=volcano.check)
+                     deadline=DEADLINE, check=controller.check)
             again = wait_for("3 new pods Running", lambda: running(cluster.api, set(first.values())), deadline=DEADLINE,
-                             check=volcano.check)
+                             check=controller.check)
             say(f"running again: {sorted(again)}; master-0 exits 0 in {hold:g} s")
             time.sleep(hold)
             kwok_env.succeed_pod(cluster.api, NS, f"{NAME}-master-0")
             wait_for("the job Completed, its pods ended", lambda: settled(cluster.api), deadline=DEADLINE,
-                     check=volcano.check)
+                     check=controller.check)
             wait_for("the log quiet for 3 s", lambda: quiet(log, 3.0), deadline=DEADLINE)
             recorder.send_signal(signal.SIGINT)
             if recorder.wait(timeout=60) != 0:
@@ -133,13 +146,13 @@ def record(volcano_bin: pathlib.Path, out: pathlib.Path, hold: float, say: Any) 
             out.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(log, out)
             status = job_status(cluster.api)
-            say(f"wrote {out} ({sum(1 for _ in out.open())} records); Volcano's final status: phase "
+            say(f"wrote {out} ({sum(1 for _ in out.open())} records); {controller.name}'s final status: phase "
                 f"{status['state']['phase']}, retryCount {status.get('retryCount', 0)}")
         finally:
             if recorder is not None:
                 recorder.kill()
                 recorder.wait()
-            volcano.stop()
+            controller.stop()
             cluster.stop()
 
 
@@ -149,13 +162,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-o", "--output", type=pathlib.Path, default=OUT, help=f"the log (default {OUT.relative_to(ROOT)})")
     ap.add_argument("--volcano-bin", type=pathlib.Path, default=pathlib.Path.home() / ".cache/vcbus/volcano/bin",
                     metavar="DIR", help="vc-controller-manager and vc-scheduler (default ~/.cache/vcbus/volcano/bin)")
+    ap.add_argument("--controller", choices=("volcano", "vcbus"), default="volcano",
+                    help="whose controller and scheduler run the job (default volcano; vcbus: `vcbus up`)")
     ap.add_argument("--hold", type=float, default=5.0, metavar="SECONDS",
                     help="how long the pods run before each exit (default 5)")
     args = ap.parse_args(argv)
     if not args.hold >= 0:
         print(f"record-volcano-seed: --hold {args.hold:g}: expected seconds, 0 or more", file=sys.stderr)
         return 2
-    missing = [b for b in ("vc-controller-manager", "vc-scheduler") if not os.access(args.volcano_bin / b, os.X_OK)]
+    if args.controller == "vcbus":
+        args.volcano_bin = None
+    missing = [b for b in ("vc-controller-manager", "vc-scheduler")
+               if args.volcano_bin is not None and not os.access(args.volcano_bin / b, os.X_OK)]
     if missing:
         print(f"record-volcano-seed: --volcano-bin {args.volcano_bin}: no executable {', '.join(missing)} there "
               "(build-volcano.sh builds them)", file=sys.stderr)
