@@ -33,11 +33,9 @@ caller's order.
   `allow_atomic`): `atomic=False`, every message is published on its own.
 
 Speed. nats-py spends more time checking and encoding each message's headers
-than the decider spends deciding it; `send` encodes a chunk's `HPUB`
-protocol lines itself (our header names and values are known-safe; one with a
-CR or LF, or a message over the server's max payload, takes nats-py's
-`publish`) and hands the client the whole chunk as one write (`_send_command`,
-the one nats-py internal used, with `publish` as the fallback if it is gone).
+than the decider spends deciding it; `send` hands a whole chunk to vcbus's
+client (`vcbus.bus.natsclient.Client.publish_many`: one encoded write); any
+other nats-py client publishes it message by message.
 """
 
 from __future__ import annotations
@@ -54,6 +52,7 @@ from nats.js import JetStreamContext
 from nats.nuid import NUID
 
 from vcbus.bus.errors import BusError
+from vcbus.bus.natsclient import Client as VcbusClient
 from vcbus.bus.publisher import Prepared
 
 log = logging.getLogger("vcbus.batching")
@@ -163,18 +162,13 @@ class BatchWriter:
         return f"{self._prefix}.{token}", fut
 
     async def _put(self, lines: list[tuple[str, str, dict[str, str], bytes]]) -> None:
-        """Publish (subject, reply, headers, body) in order: one encoded write when possible."""
+        """Publish (subject, reply, headers, body) in order: one encoded write from vcbus's client."""
         nc = self.nc
-        send = getattr(nc, "_send_command", None)
-        blobs = [_hpub(*line, nc.max_payload) for line in lines] if send is not None and nc.is_connected else [None]
-        if any(b is None for b in blobs):
-            for subject, reply, headers, body in lines:
-                await nc.publish(subject, body, reply=reply, headers=headers)
+        if isinstance(nc, VcbusClient):
+            await nc.publish_many(lines)
             return
-        await send(b"".join(blobs))  # type: ignore[arg-type]
-        flush_queue = getattr(nc, "_flush_queue", None)
-        if flush_queue is not None and flush_queue.empty():
-            await nc._flush_pending()
+        for subject, reply, headers, body in lines:
+            await nc.publish(subject, body, reply=reply, headers=headers)
 
     async def send(self, msgs: list[Prepared], *, atomic: bool = True) -> list[Sent]:
         """Put `msgs` (one stream's, in order) on the wire now; one `Sent` per atomic chunk.
@@ -223,22 +217,6 @@ class BatchWriter:
             raise BusError(f"storing {len(msgs)} message(s) failed: {str(err) or type(err).__name__}") from err
         dup = sum(1 for a in acks if a.duplicate)
         return Stored(len(acks) - dup, dup, max((a.seq or 0 for a in acks), default=0))
-
-
-def _hpub(subject: str, reply: str, headers: dict[str, str], body: bytes, max_payload: int) -> bytes | None:
-    """The `HPUB` protocol line of one message, or None when nats-py's checks are needed."""
-    hdr = ["NATS/1.0\r\n"]
-    for key, value in headers.items():
-        if "\r" in value or "\n" in value or "\r" in key or "\n" in key or ":" in key:
-            return None
-        hdr.append(f"{key}: {value}\r\n")
-    hdr.append("\r\n")
-    head = "".join(hdr).encode()
-    total = len(head) + len(body)
-    if total > max_payload or " " in subject or " " in reply:
-        return None
-    line = f"HPUB {subject} {reply} {len(head)} {total}\r\n" if reply else f"HPUB {subject} {len(head)} {total}\r\n"
-    return line.encode() + head + body + b"\r\n"
 
 
 class _Singles(Sent):
