@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import json
 import pathlib
+import subprocess
+import sys
 
 import yaml
 
@@ -148,3 +150,15 @@ def test_malformed_object_is_an_input_error_or_a_schema_refusal_not_a_traceback(
     code, out, err = run(capsys, "validate", path)
     assert code == 1, out + err
     assert 'spec.tasks[0].template.spec.containers in body must be of type array: "string"' in out + err
+
+
+def test_render_refuses_an_object_etcd_cannot_store(tmp_path):
+    """etcd's 1.5 MiB limit, checked last (after admission) as the API server meets it."""
+    job = yaml.safe_load(SEED.read_text())
+    job["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["args"] = ["y" * 1000] * 1600
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps(job))
+    res = subprocess.run([sys.executable, "-m", "vcbus.cli.main", "render", str(path)], capture_output=True,
+                         cwd=REPO, timeout=120)
+    assert res.returncode == 1 and res.stdout == b""
+    assert "etcdserver: request is too large (the object is 1,605,708 bytes as JSON" in res.stderr.decode()

@@ -21,7 +21,7 @@ from statemachines.admission.plugin_warnings import plugin_warnings
 from statemachines.admission.schema import JOB_SCHEMA, crd_defaults, schema_errors, schema_message
 from statemachines.manifests.job import prepare, render_job
 from statemachines.plugins import PluginError
-from vcbus.cli.validate import JOB_API, decode_refusal, describe_kinds, parse_feature_gates
+from vcbus.cli.validate import JOB_API, decode_refusal, describe_kinds, parse_feature_gates, stored_refusal
 from vcbus.cli.output import name_of
 from vcbus.errors import UserError
 from vcbus.manifests import Document, dump_json, dump_yaml, load_all, load_documents
@@ -61,6 +61,9 @@ def _render_one(doc: Document, *, file: str, namespace: str, scheduler_name: str
     if schema or not verdict.allowed:
         why = schema_message(mutated, schema) if schema else f"the admission webhook would deny it: {verdict.message}"
         raise UserError(f"{doc.where}: {doc.label}: {why}{hint}", exit_code=1)
+    stored = stored_refusal(doc)  # etcd's limit, last, as in the API server
+    if stored is not None:
+        raise UserError(f"{doc.where}: {doc.label}: {stored['message']}{hint}", exit_code=1)
     for field, warning in plugin_warnings(mutated):
         click.echo(f"warning: {doc.where}: {field}: {warning}", err=True)
     keys = generate_ssh_keypair() if _needs_ssh_keys(job) else None

@@ -3,10 +3,11 @@
 Each object first goes through what `kubectl apply` and the API server's
 decoding do (`decode_refusal`): kubectl's apiVersion/kind checks and REST
 mapping, ObjectMeta's Go types, strict field validation (unknown and
-duplicated fields, with their lines), the size limits. Then each vcjob goes
+duplicated fields, with their lines). Then each vcjob goes
 through the CRD defaults, the schema's type check (Volcano's webhook decodes
-into Go types), the mutating webhook (CREATE only), the CRD schema, then the
-validating webhook (CREATE, or the UPDATE rules with `--old`). Each Queue goes
+into Go types), the mutating webhook (CREATE only), the CRD schema and the
+annotations' size, then the validating webhook (CREATE, or the UPDATE rules
+with `--old`), and last etcd's limit on an object's size (`stored_refusal`). Each Queue goes
 through the queue webhooks. The result is printed per object, one line per
 problem with the field it is about (and its line), followed by the exact
 message kubectl would print. An object of a kind vcbus does not check is an
@@ -135,11 +136,18 @@ def decode_refusal(doc: Document) -> dict[str, Any] | None:
         lines = [line for _, line in doc.duplicates] + [None] * (len(errors) - len(doc.duplicates))
         problems = [_problem(doc, path, text, line) for (path, text), line in zip(errors, lines)]
         return {"message": message, "kubectl": created + message, "problems": problems}
-    too_large = size_error(obj)
-    if too_large:
-        return {"message": too_large, "kubectl": f'Error from server: error when creating "{source}": {too_large}',
-                "problems": [_problem(doc, "", too_large)]}
     return None
+
+
+def stored_refusal(doc: Document) -> dict[str, Any] | None:
+    """etcd's answer to an admitted object it cannot store (over 1.5 MiB), else None. Last: the API
+    server validates the metadata and the schema, then the validating webhooks run, and only the write
+    meets etcd's limit (tests/test_validate_strict.py sees that order on a real API server)."""
+    too_large = size_error(doc.obj)
+    if not too_large:
+        return None
+    return {"message": too_large, "kubectl": f'Error from server: error when creating "{doc.source}": {too_large}',
+            "problems": [_problem(doc, "", too_large)]}
 
 
 MISTYPED = "the CRD schema's words; in a cluster Volcano's webhook refuses it first, failing to decode it"
@@ -224,6 +232,10 @@ def check(doc: Document, *, queues: QueueIndex, olds: list[Document] | None, gat
         error = validate_queue(result["operation"], queue, old, queues)
         if error:
             result.update(allowed=False, message=error, problems=[_problem(doc, "", error)])
+    if result["allowed"]:
+        refusal = stored_refusal(doc)
+        if refusal is not None:
+            result.update(allowed=False, webhook="", **refusal)
     return result
 
 
@@ -307,13 +319,14 @@ def validate_command(files: tuple[str, ...], queue_files: tuple[str, ...], old_f
 
     Each object first gets kubectl's and the API server's strict decoding:
     apiVersion and kind, unknown and duplicated fields (`strict decoding
-    error: unknown field "spec.minAvaliable"`, with its line), metadata types,
-    the size limits. A vcjob then goes through what the API server would do
+    error: unknown field "spec.minAvaliable"`, with its line), metadata types.
+    A vcjob then goes through what the API server would do
     with it: the CRD defaults, the mutating webhook's defaults (queue,
     schedulerName, maxRetry, minAvailable, task names, implicit svc/ssh
-    plugins), the API server's name check (a DNS-1123 subdomain) and the CRD
-    schema, then every rule of the validating webhook, with Volcano's own
-    messages. Each problem is printed with its field. Exit status: 0
+    plugins), the API server's name check (a DNS-1123 subdomain), the
+    annotations' size (256 KiB) and the CRD schema, then every rule of the
+    validating webhook, with Volcano's own messages, and last etcd's limit
+    (an object over 1.5 MiB). Each problem is printed with its field. Exit status: 0
     admitted, 1 denied, 2 unreadable input or an object vcbus does not check
     (unless --skip-unknown).
 
