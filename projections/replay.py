@@ -31,6 +31,7 @@ from msgspec import Struct
 from projections.history import HistoryView, JobHistory, command_entry
 from projections.status import StatusView
 from statemachines import outputs as o
+from statemachines.hosted import split_owner_key
 
 
 class InputCounts(Struct):
@@ -185,7 +186,7 @@ _OWNER_KINDS = {o.CronJobStateChanged: "cronjobs", o.CronJobRunChanged: "cronjob
 def owner_report(h: JobHistory) -> dict:
     """A CronJob's or JobFlow's part of the report: its machine's moves, its runs (a CronJob's) or the vcjobs
     it made and deleted (a JobFlow's), its failed syncs, and the last status written."""
-    namespace, name = h.key.split("/", 1)
+    _, namespace, name = split_owner_key(h.key) or ("", *h.key.split("/", 1))
     states, runs, errors = [], [], []
     for m in h.moves:
         if isinstance(m, (o.CronJobStateChanged, o.JobFlowStateChanged)):
@@ -229,11 +230,14 @@ def build_report(
     jobs = []
     owners: dict[str, list[dict]] = {"cronjobs": [], "jobflows": []}
     for key in sorted(history.jobs):
-        if job is not None and key != job:
-            continue
+        owner = split_owner_key(key)  # a CronJob's, JobFlow's or JobTemplate's key: its own, never a vcjob's
+        if job is not None and key != job and (owner is None or f"{owner[1]}/{owner[2]}" != job):
+            continue  # (`--job NS/NAME` shows the vcjob, CronJob and JobFlow of that name)
         h = history.jobs[key]
-        if h.moves:  # a CronJob's or a JobFlow's (a vcjob of the same name shares the key: both are reported)
-            owners[_OWNER_KINDS[type(h.moves[0])]].append(owner_report(h))
+        if owner is not None:
+            if h.moves:
+                owners[_OWNER_KINDS[type(h.moves[0])]].append(owner_report(h))
+            continue
         if h.observed is None and not h.actions:
             continue  # pods of a job the log never showed
         jobs.append(

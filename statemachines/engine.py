@@ -55,7 +55,7 @@ from statemachines.model.status import JobStatus
 from statemachines.model.timefmt import ZERO_TIME, normalize
 from statemachines.podgroups.controller import SCHEDULER_NAMES, PodGroupController
 from statemachines.queues.controller import QueueController
-from statemachines.queues.fold import QueuesElsewhere
+from statemachines.queues.elsewhere import QueuesElsewhere
 from statemachines.timers.heap import TimerHeap
 from statemachines.timers.rules import Timer
 from statemachines.worker import run_timer
@@ -79,7 +79,7 @@ class Engine:
       (`statemachines.admission.bounds`; the webhook denies such a job).
     - `queue_controller`: False leaves Volcano's queue controller out (no `_/<queue>`
       outputs, no queue state): the bus's partition deciders with N > 1, where the
-      queue role runs it (`statemachines.queues.fold`). The job controller's
+      queue role runs it (`vcbus.bus.queueing`). The job controller's
       decisions are the same either way.
     - `scheduler_names`: the pods Volcano's podgroup controller gives a PodGroup when they have
       none (`spec.schedulerName`; statemachines/podgroups/).
@@ -88,6 +88,12 @@ class Engine:
       CronJob's runs make.
     - `jobflows`: False leaves Volcano's jobflow and jobtemplate controllers out (their records are
       counted as ignored), for the same reason.
+    - `job_controller`: False folds only what the controllers beside the job controller read (the
+      queue controller's PodGroups, Queues and Commands; the CronJob, JobFlow and JobTemplate records
+      and every vcjob into their lister; TIMER records), with no job controller, garbage collector or
+      podgroup controller: the bus's role with N > 1 partitions that runs the queue, cronjob and
+      jobflow controllers over every partition (`vcbus.bus.queueing`), and the domain tests of
+      those controllers. Their decisions, timers included, are the whole engine's.
     """
 
     def __init__(
@@ -103,6 +109,7 @@ class Engine:
         scheduler_names: tuple[str, ...] = SCHEDULER_NAMES,
         cronjobs: bool = True,
         jobflows: bool = True,
+        job_controller: bool = True,
     ) -> None:
         if timers not in ("by-time", "recorded"):
             raise ValueError(f"timers must be 'by-time' or 'recorded', not {timers!r}")
@@ -133,6 +140,7 @@ class Engine:
         self.cronjob_controller = CronJobController(self, self.job_lister) if cronjobs else None
         self.jobflow_controller = JobFlowController(self, self.job_lister) if jobflows else None
         self._hosted = tuple(c for c in (self.cronjob_controller, self.jobflow_controller) if c is not None)
+        self.job_controller_on = job_controller
 
     # ------------------------------------------------------------------ what the controllers use
 
@@ -185,7 +193,10 @@ class Engine:
         self.out = out
         # exact classes (mypy narrows on them): a failed isinstance on a Struct class is slow
         if type(record) is Observed:  # nearly every record
-            self._observed(record, raw)
+            if self.job_controller_on:
+                self._observed(record, raw)
+            else:
+                self._beside(record, raw)
         elif type(record) is TimerRecord:
             if record.time:
                 self._advance(normalize(record.time))
@@ -206,14 +217,14 @@ class Engine:
         obj = record.object
         # the object's time, when the decoder has not worked it out already (`Observed.at`)
         when = record.time or record.at or object_time(obj)
+        by_time = self.by_time
         if when and when != self.now:  # most records come at the time of the one before: nothing moves
             when = normalize(when)
             if when > self.now:
+                heap = self.timers.heap
+                if by_time and heap and heap[0][0] <= when:
+                    self.fire_due(when)  # each at its own time, before the record's
                 self.now = when
-        by_time = self.by_time
-        heap = self.timers.heap
-        if by_time and heap and heap[0][0] <= self.now:
-            self.fire_due(self.now)
         rtype = record.type
         if type(obj) is Pod:
             on_pod(self, rtype, obj)
@@ -232,12 +243,7 @@ class Engine:
             self.queue_controller.podgroup(rtype, obj)
             self.podgroup_controller.podgroup(rtype, obj)
         elif type(obj) is Queue:
-            self.queues_seen = True
-            if rtype == "DELETED":
-                self.queues.pop(obj.metadata.name, None)
-            else:
-                self.queues[obj.metadata.name] = obj
-            self.queue_controller.queue(rtype, obj)
+            self._queue(rtype, obj)
         elif type(obj) is Command:
             on_command(self, rtype, obj)
             self.queue_controller.command(rtype, obj)
@@ -246,6 +252,33 @@ class Engine:
         heap = self.timers.heap  # firing may have replaced the list (`TimerHeap.take` rebuilds it)
         if by_time and heap and heap[0][0] <= self.now:
             self.fire_due(self.now)  # a delay <= 0 fires at once, right after the request that set it
+
+    def _beside(self, record: Observed, raw: bytes | None) -> None:
+        """`_observed` with the job controller elsewhere (`job_controller=False`): the log's time moves
+        (due timers fire first), then only the controllers beside the job controller take the object."""
+        obj = record.object
+        self._reach(record.time or record.at or object_time(obj))
+        rtype = record.type
+        if type(obj) is Job:
+            if self._hosted and self.job_lister.list(rtype, obj):
+                for controller in self._hosted:
+                    controller.on_job(rtype, obj)
+        elif type(obj) is PodGroup:
+            self.queue_controller.podgroup(rtype, obj)
+        elif type(obj) is Queue:
+            self._queue(rtype, obj)
+        elif type(obj) is Command:
+            self.queue_controller.command(rtype, obj)
+        if self.by_time:
+            self.fire_due(self.now)
+
+    def _queue(self, rtype: str, obj: Queue) -> None:
+        self.queues_seen = True
+        if rtype == "DELETED":
+            self.queues.pop(obj.metadata.name, None)
+        else:
+            self.queues[obj.metadata.name] = obj
+        self.queue_controller.queue(rtype, obj)
 
     def _cronjob(self, record: CronJobRecord) -> None:
         """A CronJob record: the log's time moves (due timers fire first), then the CronJob controller syncs."""
@@ -268,13 +301,14 @@ class Engine:
             self.jobflow_controller.jobflow(record.type, obj)
         elif type(obj) is JobTemplate:
             self.jobflow_controller.template(record.type, obj)
+        if self.by_time:
+            self.fire_due(self.now)
 
     def finish(self, until: str | None = None) -> list[o.Output]:
         """End of input: fire timers due by `until` (by-time mode); later ones stay pending."""
         self.out = []
         if until is not None and self.timer_mode == "by-time":
-            self._advance(normalize(until))
-            self.fire_due(self.now)
+            self._reach(until)
         return self.out
 
     def final_divergences(self, *, cut: bool = False) -> list[o.Output]:
@@ -284,8 +318,11 @@ class Engine:
         final_divergences(self, cut=cut)
         return self.out
 
-    def fire_due(self, now: str) -> None:
-        for timer in self.timers.pop_due(now):
+    def fire_due(self, until: str) -> None:
+        """Fire the timers due by `until`, in order, each at its own due time (the log's time moves to it)."""
+        for timer in self.timers.pop_due(until):
+            if timer.due > self.now:
+                self.now = timer.due
             run_timer(self, timer)
 
     def pending_timers(self) -> list[Timer]:
@@ -293,10 +330,10 @@ class Engine:
 
     def _reach(self, when: str | None) -> None:
         """The log's time moves to a record's (if later); in by-time mode the timers it passed fire."""
-        if when:
-            self._advance(normalize(when))
+        when = normalize(when) if when else self.now
         if self.by_time:
-            self.fire_due(self.now)
+            self.fire_due(max(when, self.now))
+        self._advance(when)
 
     def _advance(self, when: str) -> None:
         if when > self.now:

@@ -3,7 +3,11 @@
 Volcano's cronjob and jobflow controllers (statemachines/cronjobs/, statemachines/jobflows/) run
 inside `Engine.apply` on the records of their kinds. Their outputs go to the host's `out`, stamped
 with the record's `seq` and the log's `now`, and their Kubernetes Events are the controller
-manager's, on the object of their kind.
+manager's, on the object of their kind. Their timers (a sync requeued after a delay: Volcano's
+`AddAfter` and `AddRateLimited`) are on the host's heap, with ids of their own (`<seq>.h<order>`):
+with N > 1 partitions the role that runs these controllers (`vcbus.bus.queueing`) keeps a heap
+apart from the partition's decider that reads the same TIMER records, and one id must never name
+two timers.
 """
 
 from __future__ import annotations
@@ -12,8 +16,38 @@ from typing import Any
 
 from statemachines import outputs as o
 from statemachines.model.objects import Job
+from statemachines.model.timefmt import add
+from statemachines.timers.rules import Timer
 
 COMPONENT = "vc-controller-manager"
+# A failed sync is requeued as client-go's DefaultTypedControllerRateLimiter does (Volcano's cronjob and
+# jobflow work queues: `AddRateLimited`): 5 ms doubled per failure since the last success, at most 1000 s
+# (its 10-per-second bucket binds only past 100 requeues at once, and is left out). The log's times are
+# whole seconds, so a delay is rounded up to one (a timer never fires early: `timefmt.add`).
+BACKOFF_BASE = 0.005
+BACKOFF_MAX = 1000.0
+BACKOFF_POLICY = "backoff"
+
+
+def backoff(failures: int) -> float:
+    """The delay of the requeue after `failures` failed syncs in a row (0: the first failure)."""
+    return BACKOFF_MAX if failures >= 40 else min(BACKOFF_BASE * 2**failures, BACKOFF_MAX)
+
+
+KINDS = ("cronjob", "jobflow", "jobtemplate")  # the kinds of the keys below, as in their records' subjects
+
+
+def owner_key(kind: str, namespace: str, name: str) -> str:
+    """The key of a CronJob's, JobFlow's or JobTemplate's outputs: `<namespace>/<kind>:<name>` (`kind` of
+    `KINDS`). A Kubernetes name never holds a `:`, so no vcjob, and no object of another kind, has it."""
+    return f"{namespace}/{kind}:{name}"
+
+
+def split_owner_key(key: str) -> tuple[str, str, str] | None:
+    """(kind, namespace, name) of an `owner_key`; None for any other key (a vcjob's, a queue's)."""
+    namespace, _, rest = key.partition("/")
+    kind, colon, name = rest.partition(":")
+    return (kind, namespace, name) if colon and kind in KINDS and namespace and name else None
 
 
 class JobLister:
@@ -45,6 +79,7 @@ class HostedController:
 
     KIND = ""
     API_VERSION = ""
+    ACTION = ""  # its timers' action (a sync)
 
     def __init__(self, host: Any, lister: JobLister | None = None) -> None:
         self.host = host
@@ -70,3 +105,52 @@ class HostedController:
     def event_on(self, key: str, name: str, event_type: str, reason: str, message: str) -> None:
         self.emit(o.RecordEvent, key, event_type=event_type, reason=reason, message=message, kind=self.KIND,
                   name=name, api_version=self.API_VERSION, component=COMPONENT)
+
+    # ------------------------------------------------------------------ timers (the host's heap)
+
+    def schedule(self, key: str, action: str, due: str, policy: str) -> Timer:
+        """A sync of `key` requeued for `due`: on the host's heap, announced as TimerScheduled."""
+        heap = self.host.timers
+        order = heap.next_order()
+        timer = Timer(id=f"{self.host.seq}.h{order}", job=key, key="", action=action, due=due, policy=policy,
+                      order=order)
+        heap.push(timer)
+        self.emit(o.TimerScheduled, key, timer=timer.id, action=action, due=due, policy=policy)
+        return timer
+
+    def requeue(self, e: Any, due: str, policy: str) -> None:
+        """The entry's sync again at `due` (`AddAfter`): a timer already due earlier is kept, as the work
+        queue keeps the earliest; a later one is replaced. `e` has `key` and `timer`."""
+        if e.timer is not None and not e.timer.cancelled and e.timer.due <= due:
+            return
+        self.cancel(e.timer, "an earlier time")
+        e.timer = self.schedule(e.key, self.ACTION, due, policy)
+
+    def requeue_failed(self, e: Any) -> None:
+        """A sync failed (`AddRateLimited`): again after the backoff of the entry's `failures` so far."""
+        due = add(self.host.now, backoff(e.failures))
+        e.failures += 1
+        self.requeue(e, due, BACKOFF_POLICY)
+
+    def fire(self, timer: Timer) -> None:
+        """The controller's timer is due: announced as TimerFired, the sync runs if it is its entry's timer."""
+        self.emit(o.TimerFired, timer.job, timer=timer.id, action=timer.action)
+        e = self.entry(timer.job)
+        if e is not None and e.timer is timer:
+            e.timer = None
+            self.sync(e)
+
+    def entry(self, key: str) -> Any:
+        """The entry (with `timer`) of an object's key."""
+        raise NotImplementedError
+
+    def sync(self, e: Any) -> None:
+        raise NotImplementedError
+
+    def cancel(self, timer: Timer | None, reason: str) -> None:
+        """A timer that must not fire any more (None or fired already: nothing)."""
+        if timer is None or timer.cancelled:
+            return
+        timer.cancelled = True
+        self.host.timers.discard(timer)
+        self.emit(o.TimerCancelled, timer.job, timer=timer.id, reason=reason)

@@ -26,7 +26,7 @@ from statemachines.model.status import JobStatus
 
 # Not keyword-only itself (its subclasses are): `ActionResolved` is made by position, below.
 class Output(Struct, frozen=True, tag_field="type", rename="camel", omit_defaults=True, gc=False):
-    job: str  # "<namespace>/<name>"
+    job: str  # "<namespace>/<name>"; "_/<queue>"; "<namespace>/<kind>:<name>" (statemachines.hosted.owner_key)
     seq: int  # position of the causing record
     time: str = ""  # event time of the causing record (RFC 3339)
 
@@ -263,7 +263,7 @@ class RecordRetried(Output, tag="record.retried.v1", kw_only=True):
 
 
 # Volcano's cronjob controller (statemachines/cronjobs/). Every output's `job` is the CronJob's
-# `<namespace>/<name>`; its events on the CronJob are `RecordEvent` (kind CronJob), its timers
+# `<namespace>/cronjob:<name>`; its events on the CronJob are `RecordEvent` (kind CronJob), its timers
 # `TimerScheduled`/`TimerCancelled`/`TimerFired` (action `SyncCronJob`).
 
 
@@ -286,7 +286,8 @@ class CronJobRunChanged(Output, tag="cronjob.run.changed.v1", kw_only=True):
 
 
 # Volcano's jobflow and jobtemplate controllers (statemachines/jobflows/). Every output's `job` is the
-# JobFlow's (or JobTemplate's) `<namespace>/<name>`; its events on the JobFlow are `RecordEvent` (kind JobFlow).
+# JobFlow's `<namespace>/jobflow:<name>` (a JobTemplate's `<namespace>/jobtemplate:<name>`); its events on the
+# JobFlow are `RecordEvent` (kind JobFlow), its failed syncs' retries timers of action `SyncJobFlow`.
 
 
 class JobFlowStateChanged(Output, tag="jobflow.state.changed.v1", kw_only=True):

@@ -26,6 +26,7 @@ from statemachines.job.kill import Target, kill_job, kill_target
 from statemachines.job.machine import handling
 from statemachines.job.sync import SyncError, sync_job
 from statemachines.job.writes import spec_facts
+from statemachines.jobflows.controller import ACTION as JOBFLOW_ACTION
 from statemachines.model.vocabulary import Action, Event
 from statemachines.policies import Request, fixed_answer, policy_answer
 from statemachines.timers.rules import Timer, cancels_on_execute
@@ -132,9 +133,10 @@ def run_timer(engine: Any, timer: Timer) -> None:
     if engine.gc.timers.get(timer.job) is timer:
         engine.gc.fire(timer)
         return
-    if timer.action == CRONJOB_ACTION:  # a CronJob's sync (statemachines/cronjobs/)
-        if engine.cronjob_controller is not None:
-            engine.cronjob_controller.fire(timer)
+    if timer.action == CRONJOB_ACTION or timer.action == JOBFLOW_ACTION:  # statemachines/cronjobs/, jobflows/
+        controller = engine.cronjob_controller if timer.action == CRONJOB_ACTION else engine.jobflow_controller
+        if controller is not None:
+            controller.fire(timer)
         return
     entry = engine.jobs.get(timer.job)
     if entry is None or entry.job is None or entry.status is None:

@@ -69,7 +69,9 @@ def test_a_run_is_made_as_volcano_makes_it_once_and_only_for_the_cronjob_it_name
     assert act.apply(later) == "dropped"
     # not a run's name, or another CronJob's key: refused before any call
     assert act.apply(msgspec.structs.replace(create, name="other")) == "refused"
-    assert act.apply(msgspec.structs.replace(create, job=f"{ns}/other")) == "refused"
+    assert act.apply(msgspec.structs.replace(create, job=f"{ns}/cronjob:other")) == "refused"
+    # under the key of a vcjob of the tick's name (its own is `<ns>/cronjob:<name>`): refused too
+    assert act.apply(msgspec.structs.replace(create, job=f"{ns}/tick")) == "refused"
 
 
 def test_status_is_written_whole_for_the_cronjob_it_was_computed_from(cluster):
@@ -77,7 +79,7 @@ def test_status_is_written_whole_for_the_cronjob_it_was_computed_from(cluster):
     cj = make_cronjob(custom, ns)
     uid = cj["metadata"]["uid"]
     ref = ObjectReference(kind="Job", namespace=ns, name="tick-1", uid="u-1", api_version=f"{G}/{V}")
-    write = o.UpdateCronJobStatus(job=f"{ns}/tick", seq=1, name="tick", uid=uid, status=CronJobStatus(
+    write = o.UpdateCronJobStatus(job=f"{ns}/cronjob:tick", seq=1, name="tick", uid=uid, status=CronJobStatus(
         active=[ref], last_schedule_time="2026-01-01T00:00:00Z"))
     assert act.apply(write) == "applied"
     assert custom.get_namespaced_custom_object(G, V, ns, "cronjobs", "tick")["status"] == {
@@ -100,12 +102,12 @@ def test_only_a_run_the_cronjob_controls_is_deleted_and_only_that_incarnation(cl
     (create,) = [x for x in decided(cj) if isinstance(x, o.CreateCronJobRun)]
     assert act.apply(create) == "applied"
     run = custom.get_namespaced_custom_object(G, V, ns, "jobs", create.name)
-    delete = o.DeleteCronJobRun(job=f"{ns}/tick", seq=3, name=create.name, uid="another-uid")
+    delete = o.DeleteCronJobRun(job=f"{ns}/cronjob:tick", seq=3, name=create.name, uid="another-uid")
     assert act.apply(delete) == "done"  # another vcjob of the name now: left alone
     assert custom.get_namespaced_custom_object(G, V, ns, "jobs", create.name)
     theirs = custom.create_namespaced_custom_object(G, V, ns, "jobs", {
         "apiVersion": f"{G}/{V}", "kind": "Job", "metadata": {"name": "tick-7"}, "spec": SPEC})
-    assert act.apply(o.DeleteCronJobRun(job=f"{ns}/tick", seq=4, name="tick-7",
+    assert act.apply(o.DeleteCronJobRun(job=f"{ns}/cronjob:tick", seq=4, name="tick-7",
                                         uid=theirs["metadata"]["uid"])) == "refused"
     assert act.apply(msgspec.structs.replace(delete, uid=run["metadata"]["uid"])) == "applied"
     with pytest.raises(client.ApiException) as gone:

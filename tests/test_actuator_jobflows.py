@@ -67,7 +67,9 @@ def test_the_flows_vcjob_is_made_as_volcano_makes_it_once_with_its_event(cluster
         "Created", "create a job named flow-a!", flow["metadata"]["uid"])
     # not the flow's vcjob name, or another JobFlow's key: refused before any call
     assert act.apply(msgspec.structs.replace(create, name="other")) == "refused"
-    assert act.apply(msgspec.structs.replace(create, job=f"{ns}/other")) == "refused"
+    assert act.apply(msgspec.structs.replace(create, job=f"{ns}/jobflow:other")) == "refused"
+    # under the key of a vcjob of the flow's name (its own is `<ns>/jobflow:<name>`): refused too
+    assert act.apply(msgspec.structs.replace(create, job=f"{ns}/flow")) == "refused"
     # the JobFlow deleted and made again: the old one's vcjob is not made for the new one
     custom.delete_namespaced_custom_object(F, V, ns, "jobflows", "flow")
     custom.delete_namespaced_custom_object("batch.volcano.sh", "v1alpha1", ns, "jobs", "flow-a")
@@ -80,7 +82,7 @@ def test_statuses_are_written_whole_for_the_object_they_were_computed_from(clust
     custom, _, act, ns = cluster
     template, flow = make(custom, ns)
     status = JobFlowStatus(running_jobs=["flow-a"], state=FlowState(phase="Running"))
-    write = o.UpdateJobFlowStatus(job=f"{ns}/flow", seq=1, name="flow", uid=flow["metadata"]["uid"], status=status)
+    write = o.UpdateJobFlowStatus(job=f"{ns}/jobflow:flow", seq=1, name="flow", uid=flow["metadata"]["uid"], status=status)
     assert act.apply(write) == "applied"
     assert custom.get_namespaced_custom_object(F, V, ns, "jobflows", "flow")["status"] == {
         "runningJobs": ["flow-a"], "state": {"phase": "Running"}}
@@ -88,7 +90,7 @@ def test_statuses_are_written_whole_for_the_object_they_were_computed_from(clust
     assert act.apply(done) == "applied"  # runningJobs gone: replaced, not merged
     assert custom.get_namespaced_custom_object(F, V, ns, "jobflows", "flow")["status"] == {
         "completedJobs": ["flow-a"], "state": {"phase": "Succeed"}}
-    listed = o.UpdateJobTemplateStatus(job=f"{ns}/a", seq=2, name="a", uid=template["metadata"]["uid"],
+    listed = o.UpdateJobTemplateStatus(job=f"{ns}/jobtemplate:a", seq=2, name="a", uid=template["metadata"]["uid"],
                                        status=JobTemplateStatus(job_depends_on_list=["flow-a"]))
     assert act.apply(listed) == "applied"
     assert custom.get_namespaced_custom_object(F, V, ns, "jobtemplates", "a")["status"] == {"jobDependsOnList": ["flow-a"]}
@@ -106,10 +108,10 @@ def test_only_a_vcjob_the_jobflow_controls_is_deleted(cluster):
     (create,) = [x for x in decided(template, flow) if isinstance(x, o.CreateJobFlowJob)]
     assert act.apply(create) == "applied"
     job = custom.get_namespaced_custom_object("batch.volcano.sh", "v1alpha1", ns, "jobs", "flow-a")
-    delete = o.DeleteJobFlowJob(job=f"{ns}/flow", seq=3, name="flow-a", uid="another-uid")
+    delete = o.DeleteJobFlowJob(job=f"{ns}/jobflow:flow", seq=3, name="flow-a", uid="another-uid")
     assert act.apply(delete) == "done"  # another vcjob of the name: left alone
     theirs = custom.create_namespaced_custom_object("batch.volcano.sh", "v1alpha1", ns, "jobs", {
         "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "flow-b"}, "spec": SPEC})
-    assert act.apply(o.DeleteJobFlowJob(job=f"{ns}/flow", seq=4, name="flow-b", uid=theirs["metadata"]["uid"])) == "refused"
+    assert act.apply(o.DeleteJobFlowJob(job=f"{ns}/jobflow:flow", seq=4, name="flow-b", uid=theirs["metadata"]["uid"])) == "refused"
     assert act.apply(msgspec.structs.replace(delete, uid=job["metadata"]["uid"])) == "applied"
     assert act.apply(msgspec.structs.replace(delete, uid=job["metadata"]["uid"])) == "done"  # redelivered

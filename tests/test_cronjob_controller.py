@@ -1,8 +1,10 @@
-"""The CronJob machines (through `transitions` and the compiled graph) and the controller fold.
+"""The CronJob machines (through `transitions` and the compiled graph) and the controller.
 
 Scenarios after Volcano's `pkg/controllers/cronjob/cronjob_controller_test.go` TestSyncCronJob
-(the case names are cited), played as logs through `CronJobFold`: CronJob records, the vcjob
-records the actuator's creations would bring, and the timers the schedule sets.
+(the case names are cited), played as logs through the engine without the job controller
+(`Engine(job_controller=False)`: the controllers beside it, timers fired by the log's time as the
+engine fires them): CronJob records, the vcjob records the actuator's creations would bring, and the
+timers the schedule sets.
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ import pytest
 
 from statemachines import outputs as o
 from statemachines.cronjobs import machine as m
-from statemachines.cronjobs.fold import CronJobFold
+from statemachines.engine import Engine
 from statemachines.model.cronjob import CronJobRecord
 from statemachines.model.records import decode
+from statemachines.model.timefmt import parse
 from statemachines.outputs import (
     CreateCronJobRun,
     CronJobRunChanged,
@@ -104,7 +107,7 @@ def vcjob(name, *, uid, rv, phase="", time, ltt=None, rtype="MODIFIED", owner_ui
 
 
 def play(records, until=None):
-    fold = CronJobFold()
+    fold = Engine(job_controller=False, jobflows=False, queue_controller=False)
     out = []
     for seq, rec in enumerate(records, 1):
         out.extend(fold.apply(seq, rec))
@@ -219,6 +222,25 @@ def test_suspend_and_invalid_zone_and_schedule():
     assert of(out, o.RecordEvent)[0].message == 'Invalid time zone "error TZ": unknown time zone error TZ'
     _, out = play([cronjob(time=t(5), schedule="wrong shcedlue")])
     assert of(out, CronJobStateChanged)[0].to_state == m.INVALID and not reasons(out)
+
+
+def test_a_failing_sync_is_requeued_with_the_rate_limiters_backoff_without_end():
+    # Volcano's processNextReq: an error is AddRateLimited (5 ms doubled per failure, at most 1000 s), with no
+    # requeue limit; the status is not written. In the log's whole seconds the first delays are 1 s each.
+    fold, out = play([cronjob(time=t(0), schedule="wrong shcedlue")], until=t(60))
+    timers = of(out, o.TimerScheduled)
+    assert {x.policy for x in timers} == {"backoff"} and not of(out, UpdateCronJobStatus)
+    due = [x.due for x in timers]
+    assert due[:10] == [t(s / MIN) for s in (1, 2, 3, 4, 5, 6, 7, 8, 10, 13)]
+    gaps = [parse(b) - parse(a) for a, b in itertools.pairwise(due)]
+    assert gaps[-1] == 1000 and max(gaps) == 1000  # capped: a try every 1000 s from then on
+    assert fold.pending_timers()  # never dropped
+    # fixed: the next retry syncs, and the count starts again (Forget)
+    fold2, out = play([cronjob(time=t(0), schedule="wrong shcedlue"),
+                       cronjob("MODIFIED", rv="2", time=t(0), schedule="*/5 * * * *")], until=t(6))
+    assert [x.policy for x in of(out, o.TimerScheduled)][-1] == "schedule"
+    assert [x.name for x in of(out, CreateCronJobRun)] == [run_name(5)]
+    assert fold2.cronjob_controller.cronjobs["volcano/cronjob:vccronjob"].failures == 0
 
 
 def test_time_zone_field_and_a_tz_prefix_in_the_schedule():

@@ -587,7 +587,7 @@ def test_the_actuator_applies_every_command_type_as_the_service_account(k8s, dep
     # The cronjob controller: a run made as the CronJob's, the status written (the run active, then not),
     # an Event on the CronJob, the run deleted.
     cj = custom.create_namespaced_custom_object(JOB_GROUP, JOB_VERSION, ns, CRONJOBS, _cronjob("nightly", job))
-    cj_key, cj_uid, run = f"{ns}/nightly", cj["metadata"]["uid"], "nightly-29453760"
+    cj_key, cj_uid, run = f"{ns}/cronjob:nightly", cj["metadata"]["uid"], "nightly-29453760"
     apply(o.CreateCronJobRun(job=cj_key, seq=22, name=run, cronjob="nightly", cronjob_uid=cj_uid, labels={"a": "b"},
                              annotations={"volcano.sh/cronjob-scheduled-timestamp": "2026-01-01T00:00:00Z"},
                              spec=job["spec"]))
@@ -612,7 +612,7 @@ def test_the_actuator_applies_every_command_type_as_the_service_account(k8s, dep
     custom.create_namespaced_custom_object(FLOW_GROUP, FLOW_VERSION, ns, "jobtemplates", _jobtemplate("prep", job))
     jt_uid = custom.get_namespaced_custom_object(FLOW_GROUP, FLOW_VERSION, ns, "jobtemplates", "prep")["metadata"]["uid"]
     jf = custom.create_namespaced_custom_object(FLOW_GROUP, FLOW_VERSION, ns, "jobflows", _jobflow("nightly", "prep"))
-    jf_key, jf_uid = f"{ns}/nightly", jf["metadata"]["uid"]
+    jf_key, jf_uid = f"{ns}/jobflow:nightly", jf["metadata"]["uid"]
     marks = {"volcano.sh/createdByJobTemplate": f"{ns}.prep", "volcano.sh/createdByJobFlow": f"{ns}.nightly"}
     apply(o.CreateJobFlowJob(job=jf_key, seq=27, name="nightly-prep", jobflow="nightly", jobflow_uid=jf_uid,
                              template="prep", labels=marks, annotations=marks, spec=job["spec"]))
@@ -623,7 +623,7 @@ def test_the_actuator_applies_every_command_type_as_the_service_account(k8s, dep
         pending_jobs=["nightly-prep"], state=FlowState(phase="Pending"))))
     assert custom.get_namespaced_custom_object(FLOW_GROUP, FLOW_VERSION, ns, "jobflows", "nightly")["status"] == {
         "pendingJobs": ["nightly-prep"], "state": {"phase": "Pending"}}
-    apply(o.UpdateJobTemplateStatus(job=f"{ns}/prep", seq=29, name="prep", uid=jt_uid,
+    apply(o.UpdateJobTemplateStatus(job=f"{ns}/jobtemplate:prep", seq=29, name="prep", uid=jt_uid,
                                     status=JobTemplateStatus(job_depends_on_list=["nightly-prep"])))
     apply(o.RecordEvent(job=jf_key, seq=30, reason="Created", message="create a job named nightly-prep!", kind="JobFlow",
                         name="nightly", api_version=f"{FLOW_GROUP}/{FLOW_VERSION}", component="vc-controller-manager"))
@@ -645,7 +645,7 @@ def test_the_role_refuses_what_the_controller_never_does(k8s, deployed):
     core.create_namespaced_secret(ns, {"metadata": {"name": "someone-elses"}, "stringData": {"password": "x"}})
     as_sa, core_sa = client.CustomObjectsApi(sa), client.CoreV1Api(sa)
     # vcjobs belong to their users: no update or spec patch (delete: the GC's, ttlSecondsAfterFinished;
-    # create: a CronJob's runs only, the admission policy vcbus-cronjob-runs).
+    # create: a CronJob's runs only, the admission policy vcbus-cronjob-and-jobflow-vcjobs).
     _forbidden(as_sa.patch_namespaced_custom_object, JOB_GROUP, JOB_VERSION, ns, JOB_PLURAL, "resnet-dist-train",
                {"spec": {"minAvailable": 1}})
     _refused_by_policy(lambda name: as_sa.create_namespaced_custom_object(
@@ -746,11 +746,11 @@ def test_the_observe_only_role_lets_the_bridge_watch_and_nothing_else(k8s, deplo
         o.CreatePod(job=key, seq=1, name="resnet-dist-train-master-0", task="master", index=0, pod=pod),
         o.RecordEvent(job=key, seq=2, reason="ExecuteAction", message="m"),
         o.UpdateJobStatus(job=key, seq=3, status=initial_status(3, "2026-11-30T08:00:00Z")),
-        o.CreateCronJobRun(job=f"{ns}/watched", seq=4, name="watched-1", cronjob="watched", cronjob_uid="u"),
-        o.UpdateCronJobStatus(job=f"{ns}/watched", seq=5, name="watched", uid="u", status=CronJobStatus()),
-        o.CreateJobFlowJob(job=f"{ns}/watched", seq=6, name="watched-watched", jobflow="watched", jobflow_uid="u",
+        o.CreateCronJobRun(job=f"{ns}/cronjob:watched", seq=4, name="watched-1", cronjob="watched", cronjob_uid="u"),
+        o.UpdateCronJobStatus(job=f"{ns}/cronjob:watched", seq=5, name="watched", uid="u", status=CronJobStatus()),
+        o.CreateJobFlowJob(job=f"{ns}/jobflow:watched", seq=6, name="watched-watched", jobflow="watched", jobflow_uid="u",
                            template="watched"),
-        o.UpdateJobFlowStatus(job=f"{ns}/watched", seq=7, name="watched", uid="u", status=JobFlowStatus()),
+        o.UpdateJobFlowStatus(job=f"{ns}/jobflow:watched", seq=7, name="watched", uid="u", status=JobFlowStatus()),
     ):
         _forbidden(act.apply, cmd)  # the actuator's first call, `get` of the vcjob, is already refused
 
@@ -957,7 +957,7 @@ def test_a_cronjobs_runs_need_cronjobs_finalizers(k8s, deployed, strict_apiserve
     custom = client.CustomObjectsApi(strict_apiserver())
     job = _seed_job(custom, ns)
     cj = custom.create_namespaced_custom_object(JOB_GROUP, JOB_VERSION, ns, CRONJOBS, _cronjob("nightly", job))
-    run = o.CreateCronJobRun(job=f"{ns}/nightly", seq=1, name="nightly-29453760", cronjob="nightly",
+    run = o.CreateCronJobRun(job=f"{ns}/cronjob:nightly", seq=1, name="nightly-29453760", cronjob="nightly",
                              cronjob_uid=cj["metadata"]["uid"], spec=job["spec"])
     err = _forbidden(Actuator(lacking).apply, run)
     assert "cannot set blockOwnerDeletion" in err.body
@@ -976,7 +976,7 @@ def test_a_jobflows_jobs_need_jobflows_finalizers(k8s, deployed, strict_apiserve
     custom = client.CustomObjectsApi(strict_apiserver())
     job = _seed_job(custom, ns)
     jf = custom.create_namespaced_custom_object(FLOW_GROUP, FLOW_VERSION, ns, "jobflows", _jobflow("nightly", "prep"))
-    create = o.CreateJobFlowJob(job=f"{ns}/nightly", seq=1, name="nightly-prep", jobflow="nightly",
+    create = o.CreateJobFlowJob(job=f"{ns}/jobflow:nightly", seq=1, name="nightly-prep", jobflow="nightly",
                                 jobflow_uid=jf["metadata"]["uid"], template="prep", spec=job["spec"])
     err = _forbidden(Actuator(lacking).apply, create)
     assert "cannot set blockOwnerDeletion" in err.body

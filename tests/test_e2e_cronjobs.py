@@ -96,12 +96,12 @@ def test_a_cronjob_every_5s_makes_runs_that_complete_and_the_history_limit_prune
     run_to_completion(second)
     sc.wait(f"{first} pruned (successfulJobsHistoryLimit 1)", lambda: first not in runs() and second in runs())
 
-    cmds = [x for _, x in bus_outputs(nats_server.url, s.CMDS_STREAM) if x.job == f"{sc.ns}/{NAME}"]
+    cmds = [x for _, x in bus_outputs(nats_server.url, s.CMDS_STREAM) if x.job == f"{sc.ns}/cronjob:{NAME}"]
     creates = [x.name for x in cmds if isinstance(x, o.CreateCronJobRun)]
     assert creates[:2] == [first, second] and len(set(creates)) == len(creates), creates
     assert [(x.name, x.uid) for x in cmds if isinstance(x, o.DeleteCronJobRun)][:1] == [
         (first, made["metadata"]["uid"])]
-    events = [x for _, x in bus_outputs(nats_server.url, s.JOBS_STREAM) if x.job == f"{sc.ns}/{NAME}"]
+    events = [x for _, x in bus_outputs(nats_server.url, s.JOBS_STREAM) if x.job == f"{sc.ns}/cronjob:{NAME}"]
     moves = [(x.run, x.to_state) for x in events if isinstance(x, o.CronJobRunChanged)]
     assert [(first, "Created"), (first, "Active"), (first, "Succeeded")] == [m for m in moves if m[0] == first][:3]
     assert (first, "Pruned") in moves, moves

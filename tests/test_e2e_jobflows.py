@@ -98,7 +98,7 @@ def test_a_jobflow_of_three_jobs_runs_them_in_order_and_succeeds(scenario, nats_
             "jobDependsOnList") == [f"flow-{n}"] for n in FLOWS))
     assert listed
 
-    events = [x for _, x in bus_outputs(nats_server.url, s.JOBS_STREAM) if x.job == f"{sc.ns}/flow"]
+    events = [x for _, x in bus_outputs(nats_server.url, s.JOBS_STREAM) if x.job == f"{sc.ns}/jobflow:flow"]
     assert [x.to_state for x in events if isinstance(x, o.JobFlowStateChanged)] == ["Pending", "Running", "Succeed"]
-    cmds = [x for _, x in bus_outputs(nats_server.url, s.CMDS_STREAM) if x.job == f"{sc.ns}/flow"]
+    cmds = [x for _, x in bus_outputs(nats_server.url, s.CMDS_STREAM) if x.job == f"{sc.ns}/jobflow:flow"]
     assert [x.name for x in cmds if isinstance(x, o.CreateJobFlowJob)] == seen

@@ -79,7 +79,7 @@ def test_the_bus_engine_creates_a_run_when_the_timer_record_comes_and_writes_the
     engine = Engine(timers="recorded")
     out = engine.apply(1, decode(cronjob_bytes()))
     (timer,) = of(out, o.TimerScheduled)
-    assert (timer.job, timer.action, timer.due) == (f"{NS}/{NAME}", "SyncCronJob", at(5))
+    assert (timer.job, timer.action, timer.due) == (f"{NS}/cronjob:{NAME}", "SyncCronJob", at(5))
     assert not of(engine.apply(2, decode(vcjob_bytes("other", seconds=2, uid="x", owned=False))), o.CreateCronJobRun)
     out = engine.apply(3, decode(timer_bytes(timer)))
     (create,) = of(out, o.CreateCronJobRun)
@@ -123,7 +123,7 @@ def test_a_replay_by_the_logs_time_is_the_same_twice_byte_for_byte():
     first = play()
     assert first == play()
     out = msgspec.json.decode(first)
-    tags = [x["type"] for x in out if x["job"] == f"{NS}/{NAME}"]
+    tags = [x["type"] for x in out if x["job"] == f"{NS}/cronjob:{NAME}"]
     assert "cmd.cronjob.job.create.v1" in tags and "cmd.cronjob.job.delete.v1" in tags  # history limit 0: pruned
 
 

@@ -119,8 +119,8 @@ def test_what_the_chart_shares_with_the_kustomize_base_is_the_bases(helm, tmp_pa
                                                                                        "vcbus-secrets")
     assert ours_vap["spec"] == base_vap["spec"]
     # vcjobs only as CronJob runs: the same policy too.
-    assert obj(chart, "ValidatingAdmissionPolicy", "vcbus-cronjob-runs")["spec"] == obj(
-        base, "ValidatingAdmissionPolicy", "vcbus-cronjob-runs")["spec"]
+    assert obj(chart, "ValidatingAdmissionPolicy", "vcbus-cronjob-and-jobflow-vcjobs")["spec"] == obj(
+        base, "ValidatingAdmissionPolicy", "vcbus-cronjob-and-jobflow-vcjobs")["spec"]
     assert "ValidatingAdmissionPolicy" not in {d["kind"] for d in observing}
     # The NATS cluster: the same configuration (routes, TLS, users and their permissions) and server.
     assert obj(chart, "ConfigMap", "nats-config")["data"] == obj(base, "ConfigMap", "nats-config")["data"], (

@@ -218,13 +218,37 @@ def test_dependencies_release_each_job_once_its_targets_are_completed():
     assert of(more, o.UpdateJobFlowStatus)[-1].status.completed_jobs == ["flow-a"]
 
 
-def test_a_missing_template_stops_the_sync_and_its_record_retries_it():
+# Volcano's handleJobFlowErr: AddRateLimited (client-go's 5 ms doubled per failure) while NumRequeues < 15
+# (--max-requeue-num), then a Warning event and Forget. The log's seconds round each delay up to a whole one.
+RETRY_TIMES = [1, 2, 3, 4, 5, 6, 7, 8, 10, 13, 19, 30, 51, 92, 174]
+
+
+def test_a_missing_template_is_retried_with_backoff_and_its_record_does_not_sync():
     engine, out = play([jobflow([{"name": "a"}])])
     assert of(out, o.CreateJobFlowJob) == [] and of(out, o.UpdateJobFlowStatus) == []
     (failed,) = of(out, o.JobFlowSyncFailed)
     assert 'jobtemplates.flow.volcano.sh "a" not found' in failed.message
+    (timer,) = of(out, o.TimerScheduled)
+    assert (timer.job, timer.action, timer.policy, timer.due) == (f"{NS}/jobflow:flow", "SyncJobFlow", "backoff", at(1))
+    # the template at 2.5 s (the record's time in whole seconds: 3): the retries at 1, 2 and 3 s fail first
     _, out = play([template("a", seconds=3)], engine)
-    assert [c.name for c in of(out, o.CreateJobFlowJob)] == ["flow-a"]
+    assert len(of(out, o.JobFlowSyncFailed)) == 3 and of(out, o.CreateJobFlowJob) == []
+    out = engine.finish(at(4))  # the next retry, 40 ms after the one at 3 s: rounded up to 4 s
+    (create,) = of(out, o.CreateJobFlowJob)
+    assert (create.name, create.time) == ("flow-a", at(4))
+    assert [x.action for x in of(out, o.TimerFired)] == ["SyncJobFlow"]
+
+
+def test_a_sync_that_keeps_failing_is_dropped_after_15_requeues_with_volcanos_event():
+    engine, out = play([jobflow([{"name": "a"}])])
+    out += engine.finish(at(1000))
+    assert [x.time for x in of(out, o.JobFlowSyncFailed)] == [at(0)] + [at(t) for t in RETRY_TIMES]
+    assert [x.due for x in of(out, o.TimerScheduled)] == [at(t) for t in RETRY_TIMES]
+    (event,) = of(out, o.RecordEvent)
+    assert (event.time, event.event_type, event.reason, event.kind) == (at(174), "Warning", "SyncJobFlow", "JobFlow")
+    assert event.message == ('SyncJobFlow JobFlow failed for sync jobflow flow failed for jobtemplates.flow.volcano.sh '
+                             '"a" not found, event is OutOfSync, action is SyncJobFlow')
+    assert engine.pending_timers() == []  # dropped: only a vcjob's update or a JobFlow's would sync it again
 
 
 def test_a_failed_flow_does_nothing_more():
@@ -264,9 +288,13 @@ def test_the_handlers_sync_only_on_what_volcano_watches():
 
 
 def test_an_unknown_phase_is_refused_with_volcanos_words():
-    _, out = play([template("a"), jobflow([{"name": "a"}], status={"state": {"phase": "Sideways"}})])
+    engine, out = play([template("a"), jobflow([{"name": "a"}], status={"state": {"phase": "Sideways"}})])
     assert [f.message for f in of(out, o.JobFlowSyncFailed)] == ["jobflow flow state {Sideways} is invalid"]
-    assert [e.reason for e in of(out, o.RecordEvent)] == ["SyncJobFlow"]
+    assert of(out, o.RecordEvent) == []  # requeued first (handleJobFlowErr)
+    out = engine.finish(at(1000))
+    assert len(of(out, o.JobFlowSyncFailed)) == 15
+    assert [(e.reason, e.message, e.time) for e in of(out, o.RecordEvent)] == [
+        ("SyncJobFlow", "SyncJobFlow JobFlow failed for jobflow flow state {Sideways} is invalid", at(174))]
 
 
 def test_jobtemplate_status_lists_the_jobs_made_from_it():
@@ -274,7 +302,7 @@ def test_jobtemplate_status_lists_the_jobs_made_from_it():
     assert of(out, o.UpdateJobTemplateStatus) == []  # no vcjob yet: Volcano writes nothing
     _, out = play([vcjob("a", seconds=5, rv="10", rtype="ADDED")], engine)
     (write,) = of(out, o.UpdateJobTemplateStatus)
-    assert (write.job, write.status.job_depends_on_list) == (f"{NS}/a", ["flow-a"])
+    assert (write.job, write.status.job_depends_on_list) == (f"{NS}/jobtemplate:a", ["flow-a"])
 
 
 def test_a_deleted_flow_ends_deleted():

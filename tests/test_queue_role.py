@@ -1,6 +1,6 @@
-"""The queue controller on its own: `QueueFold` decides what the engine's queue controller decides,
-and with 2 partitions on a real nats-server the queue role stores the queue decisions a 1-partition
-decider stores (docs/operations.md "Partitions")."""
+"""The queue controller without the job controller: `Engine(job_controller=False)` decides what the
+whole engine's queue controller decides, and with 2 partitions on a real nats-server the queue role
+stores the queue decisions a 1-partition decider stores (docs/operations.md "Partitions")."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from statemachines import outputs as o
 from statemachines.engine import Engine
 from statemachines.model.objects import Command, Job, PodGroup, Queue
 from statemachines.model.records import Observed, decode
-from statemachines.queues.fold import QueueFold, QueuesElsewhere
+from statemachines.queues.elsewhere import QueuesElsewhere
 from tests.builders import record
 from tests.fixtures_nats import FROZEN_EARLY, publish_file, stream_messages, vcbus_cli, wipe
 from tests.test_sm_queues import pg_obj, queue_command, queue_obj
@@ -25,7 +25,7 @@ from vcbus.bus import subjects as s
 from vcbus.bus.connecting import open_bus
 from vcbus.bus.decider import Decider
 from vcbus.bus.ownership import PartitionOwned
-from vcbus.bus.queueing import CONSUMER, QueueDecider
+from vcbus.bus.queueing import CONSUMER, QueueDecider, role_engine
 
 
 def queue_story() -> list[bytes]:
@@ -66,14 +66,18 @@ def queue_kinds(data: bytes) -> bool:
     return isinstance(decoded := decode(data), Observed) and isinstance(decoded.object, (PodGroup, Queue, Command))
 
 
+def is_vcjob(data: bytes) -> bool:
+    return isinstance(decoded := decode(data), Observed) and isinstance(decoded.object, Job)
+
+
 @pytest.mark.parametrize("observed", [False, True], ids=["object-times", "bridge-times"])
-def test_the_queue_fold_decides_what_the_engines_queue_controller_decides(many_jobs_log, observed):
+def test_the_role_engine_decides_what_the_engines_queue_controller_decides(many_jobs_log, observed):
     """Given every record, exactly the engine's; given only the records the queue role reads, the same
     decisions, and the same bytes when the times grow with the log (bridge records)."""
     lines = the_log(many_jobs_log)
     if observed:
         lines = as_observed(lines)
-    engine, fold, role = Engine(), QueueFold(), QueueFold()
+    engine, fold, role = Engine(), role_engine(), role_engine()
     compared = 0
     for seq, data in enumerate(lines, 1):
         decoded = decode(data)
@@ -146,7 +150,10 @@ async def test_two_partitions_and_the_queue_role_store_the_queue_decisions_of_on
         assert all(isinstance(d.engine.queue_controller, QueuesElsewhere) for d in deciders)
         role = QueueDecider(bus, clock=lambda: FROZEN_EARLY)
         await role.run(until_idle=True)
-        assert role.stats.decided == sum(1 for _, _, _, body in k8s if queue_kinds(body)) > 100
+        # the records of the kinds the role's controllers read: the queue controller's, and the vcjobs
+        # (the cronjob and jobflow controllers list every vcjob)
+        role_kinds = sum(1 for _, _, _, body in k8s if queue_kinds(body) or is_vcjob(body))
+        assert role.stats.decided == role_kinds > 100
         assert role.partition.consumer == CONSUMER
     two = {st: await stream_messages(settings, st) for st in (s.JOBS_STREAM, s.CMDS_STREAM)}
 
@@ -259,14 +266,14 @@ def with_a_crashing_podgroup(lines: list[bytes]) -> tuple[list[bytes], list[byte
 @pytest.fixture
 def crashing_podgroups(monkeypatch):  # noqa: ANN201
     """Fault injected (no real PodGroup breaks the job controller): `Engine.apply` fails on the crash-pg
-    PodGroup after folding it, so a decider sets the record aside after decoding it. `QueueFold` (the
-    queue role) is not touched: folding the record there would change q2's counts and clock."""
+    PodGroup after folding it, so a decider sets the record aside after decoding it. The queue role's
+    engine (no job controller) is not touched: folding the record there would change q2's counts and clock."""
     original = Engine.apply
 
     def apply(self, seq, record, *, raw=None):  # noqa: ANN001, ANN202
         outs = original(self, seq, record, raw=raw)
         obj = getattr(record, "object", None)
-        if isinstance(obj, PodGroup) and obj.metadata.name == CRASH_PG:
+        if self.job_controller_on and isinstance(obj, PodGroup) and obj.metadata.name == CRASH_PG:
             raise KeyError("injected fault: the job controller broke on crash-pg")
         return outs
 
@@ -283,7 +290,7 @@ async def test_a_record_a_partition_sets_aside_after_decoding_never_reaches_the_
     partition's, byte for byte, and the record has one poison event."""
     first, second = with_a_crashing_podgroup(the_log(many_jobs_log))
     # the record matters: folded by the queue controller, it changes the queue decisions
-    folded, skipped = QueueFold(), QueueFold()
+    folded, skipped = role_engine(), role_engine()
     a, b = [], []
     for seq, data in enumerate(first + second, 1):
         a += [o.encoder.encode(x) for x in folded.apply(seq, decode(data))]

@@ -9,11 +9,15 @@ record of a vcjob the CronJob controls, and when its timer fires. A sync's reque
 CronJob's one timer (the engine's TimerHeap, action `SyncCronJob`): an earlier time replaces
 a later one, as Volcano's delaying work queue keeps the earliest.
 
+A sync that fails (an invalid schedule or zone, a failed Get) writes no status and is requeued
+as Volcano's `AddRateLimited` requeues it: after 5 ms doubled per failure in a row, at most
+1000 s, without end (statemachines.hosted.backoff; the timer's policy `backoff`); a sync that
+requeues for a schedule time resets the count (`Forget`).
+
 Where vcbus differs: the created vcjob's uid is only known from its first record, so the
 status write Volcano makes after creating (the run in `status.active`, `lastScheduleTime`)
 is made when that record comes (until then the run counts as scheduled); a vcjob vcbus asked
-to delete counts as gone at once; a sync that fails (an invalid schedule or zone, a failed
-Get) sets no timer: Volcano retries it with backoff, vcbus waits for the next record.
+to delete counts as gone at once.
 """
 
 from __future__ import annotations
@@ -22,10 +26,9 @@ from typing import Any
 
 import msgspec
 
-from statemachines import outputs as o
 from statemachines.cronjobs import machine as m
 from statemachines.cronjobs import schedule as sch
-from statemachines.hosted import HostedController, JobLister
+from statemachines.hosted import HostedController, JobLister, owner_key
 from statemachines.model.cronjob import API_VERSION, FORBID, REPLACE, CronJob, CronJobStatus, ObjectReference
 from statemachines.model.objects import Job
 from statemachines.model.timefmt import fmt, parse
@@ -40,6 +43,7 @@ from statemachines.outputs import (
 from statemachines.timers.rules import Timer
 
 ACTION = "SyncCronJob"
+KIND_KEY = "cronjob"  # its outputs' key: `<namespace>/cronjob:<name>` (statemachines.hosted.owner_key)
 POLICY = "schedule"
 SCHEDULED_ANNOTATION = "volcano.sh/cronjob-scheduled-timestamp"
 FINISHED = {"Completed": "succeed", "Failed": "fail", "Terminated": "terminate"}
@@ -54,7 +58,8 @@ def controller_ref(job: Job) -> Any:
 
 
 class CronEntry:
-    __slots__ = ("key", "cronjob", "zones", "status", "trail", "state", "timer", "pending", "runs", "warned")
+    __slots__ = ("key", "cronjob", "zones", "status", "trail", "state", "timer", "failures", "pending", "runs",
+                 "warned")
 
     def __init__(self, key: str, cronjob: CronJob, zones: dict[str, Zone]) -> None:
         self.key = key
@@ -64,6 +69,7 @@ class CronEntry:
         self.trail: list[CronJobStatus] = [cronjob.status]
         self.state = m.NEW
         self.timer: Timer | None = None
+        self.failures = 0  # failed syncs since the last that requeued for a schedule time (the rate limiter's)
         self.pending: dict[str, int] = {}  # run name -> scheduled time, created but not seen yet
         self.runs: dict[str, str] = {}  # run name -> its state
         self.warned: set[int] = set()  # scheduled times reported missed
@@ -74,6 +80,7 @@ class CronJobController(HostedController):
 
     KIND = "CronJob"
     API_VERSION = API_VERSION
+    ACTION = ACTION
 
     def __init__(self, host: Any, lister: JobLister | None = None) -> None:
         super().__init__(host, lister)
@@ -85,7 +92,10 @@ class CronJobController(HostedController):
         self.event_on(e.key, e.cronjob.metadata.name, event_type, reason, message)
 
     def run(self, e: CronEntry, name: str, scheduled: int | None, trigger: str, cause: str) -> None:
-        before = e.runs.get(name) or (m.DUE if trigger in ("create", "skip", "miss") else m.ACTIVE)
+        before = e.runs.get(name)
+        due = trigger in ("create", "skip", "miss")
+        if before is None or due and before in m.ENDED_RUNS:
+            before = m.DUE if due else m.ACTIVE
         after = m.fire_run(before, trigger)
         if after == before:
             return
@@ -97,7 +107,7 @@ class CronJobController(HostedController):
 
     def cronjob(self, rtype: str, cj: CronJob, zones: dict[str, Zone]) -> None:
         meta = cj.metadata
-        key = f"{meta.namespace}/{meta.name}"
+        key = owner_key(KIND_KEY, meta.namespace, meta.name)
         e = self.cronjobs.get(key)
         if rtype == "DELETED":
             if e is not None:
@@ -136,12 +146,8 @@ class CronJobController(HostedController):
         if e is not None:
             self.sync(e)
 
-    def fire(self, timer: Timer) -> None:
-        e = self.cronjobs.get(timer.job)
-        self.emit(o.TimerFired, timer.job, timer=timer.id, action=timer.action)
-        if e is not None and e.timer is timer:
-            e.timer = None
-            self.sync(e)
+    def entry(self, key: str) -> CronEntry | None:
+        return self.cronjobs.get(key)
 
     # ------------------------------------------------------------------ the sync
 
@@ -152,7 +158,7 @@ class CronJobController(HostedController):
         ref = controller_ref(job)
         if ref is None or ref.api_version != API_VERSION or ref.kind != "CronJob":
             return None
-        e = self.cronjobs.get(f"{job.metadata.namespace}/{ref.name}")
+        e = self.cronjobs.get(owner_key(KIND_KEY, job.metadata.namespace, ref.name))
         return e if e is not None and e.cronjob.metadata.uid == ref.uid else None
 
     def _owned(self, e: CronEntry) -> list[Job]:
@@ -202,6 +208,7 @@ class CronJobController(HostedController):
             schedule = sch.parse_standard(text, e.zones)
         except sch.ScheduleError as err:
             self._move(e, m.SYNC, m.Check(invalid=True), str(err))
+            self.requeue_failed(e)
             return
         created = parse(cj.metadata.creation_timestamp or fmt(0))
         last = self._last_schedule(e, CronJobStatus(last_schedule_time=status["last_schedule"]))
@@ -213,6 +220,7 @@ class CronJobController(HostedController):
         if recent.error:
             self.event(e, "Warning", "InvalidSchedule", f"Error getting schedule time: {recent.error}")
             self._move(e, m.SYNC, m.Check(invalid=True), recent.error)
+            self.requeue_failed(e)
             return
         self._move(e, m.SYNC, m.Check(), "waiting for the next scheduled time")
         scheduled = recent.most_recent
@@ -236,6 +244,7 @@ class CronJobController(HostedController):
                 if job is None or job.metadata.uid in self.deleting:
                     self.event(e, "Warning", "FailedGet", f'Get job: jobs.batch.volcano.sh "{ref.name}" not found')
                     self._move(e, m.SYNC, m.Check(), f"Get job {ref.name} failed")
+                    self.requeue_failed(e)
                     return
                 self._delete(e, job, active, "replace", f"concurrencyPolicy Replace: run {name} is due")
                 changed = True
@@ -346,7 +355,7 @@ class CronJobController(HostedController):
         self.emit(CreateCronJobRun, e.key, name=name, cronjob=cj.metadata.name, cronjob_uid=cj.metadata.uid,
                   labels=dict(template.metadata.labels or {}), annotations=annotations,
                   spec=_spec_decoder.decode(template.spec))
-        self.event(e, "Normal", "SuccessfulCreate", f"Created job {name} for CronJob {e.key}")
+        self.event(e, "Normal", "SuccessfulCreate", f"Created job {name} for CronJob {cj.metadata.namespace}/{cj.metadata.name}")
         e.pending[name] = scheduled
         self.run(e, name, scheduled, "create", f"scheduled at {fmt(scheduled)}")
 
@@ -365,6 +374,9 @@ class CronJobController(HostedController):
                  f"passed at {fmt(t + e.cronjob.spec.starting_deadline_seconds)}")
 
     def _finish(self, e: CronEntry, schedule: Any, active: list, status: dict, changed: bool, now: int) -> None:
+        """A sync that ends with its next schedule time: Volcano's `Forget` (the failures count again from 0),
+        the status write, then `AddAfter`."""
+        e.failures = 0
         self._write(e, active, status, changed)
         self._requeue(e, self._next_due(e, schedule, now))
 
@@ -394,24 +406,9 @@ class CronJobController(HostedController):
             e.state = after
 
     def _requeue(self, e: CronEntry, due_unix: int) -> None:
-        if due_unix == sch.ZERO:
-            return
-        due = fmt(due_unix)
-        if e.timer is not None and not e.timer.cancelled and e.timer.due <= due:
-            return  # the work queue keeps the earliest
-        self._cancel(e, "an earlier time")
-        heap = self.host.timers
-        order = heap.next_order()
-        timer = Timer(id=f"{self.host.seq}.{order}", job=e.key, key="", action=ACTION, due=due, policy=POLICY,
-                      order=order)
-        e.timer = timer
-        heap.push(timer)
-        self.emit(o.TimerScheduled, e.key, timer=timer.id, action=ACTION, due=due, policy=POLICY)
+        if due_unix != sch.ZERO:
+            self.requeue(e, fmt(due_unix), POLICY)
 
     def _cancel(self, e: CronEntry, reason: str) -> None:
         timer, e.timer = e.timer, None
-        if timer is None or timer.cancelled:
-            return
-        timer.cancelled = True
-        self.host.timers.discard(timer)
-        self.emit(o.TimerCancelled, e.key, timer=timer.id, reason=reason)
+        self.cancel(timer, reason)

@@ -86,6 +86,9 @@ PRUNED = "Pruned"
 GONE = "Gone"
 RUN_STATES = (DUE, CREATED, SKIPPED, MISSED, ACTIVE, SUCCEEDED, FAILED, TERMINATED, REPLACED, PRUNED, GONE)
 FINISHED_RUNS = (SUCCEEDED, FAILED, TERMINATED)
+# a run whose vcjob is gone or never came: a later time of the same name is a new run, from Due (Volcano
+# names a run by the minute, `<cronjob>-<minutes>`, so a schedule under a minute gives a name again)
+ENDED_RUNS = (MISSED, REPLACED, PRUNED, GONE)
 
 RUN_TRANSITIONS: list[dict] = [
     {"trigger": "create", "source": [DUE, SKIPPED], "dest": CREATED},

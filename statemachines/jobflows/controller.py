@@ -16,10 +16,15 @@ nothing sets the Terminating phase.
 Where vcbus differs: Volcano lists a flow's vcjobs from an informer's cache in no fixed order;
 vcbus takes them by name, so the status lists are in name order. A created vcjob counts as
 existing from the decision on (Volcano's cache may not show it yet, and a second create is
-AlreadyExists). A sync that fails (the JobTemplate a flow names does not exist) writes nothing, as
-Volcano's, but instead of retrying with backoff vcbus syncs the flow again when that JobTemplate's
-record comes. Volcano reads a flow's phase from its cache; vcbus from the status it last wrote,
+AlreadyExists). Volcano reads a flow's phase from its cache; vcbus from the status it last wrote,
 until the JobFlow's record shows someone else's. Time is the log's.
+
+A sync that fails (the JobTemplate a flow names does not exist, a phase Volcano does not know)
+writes nothing, as Volcano's, and is requeued as handleJobFlowErr requeues it: with the rate
+limiter's backoff (5 ms doubled per failure, statemachines.hosted.backoff) while fewer than 15
+requeues (`--max-requeue-num`) were made since the last sync that succeeded, then dropped with a
+Warning event `SyncJobFlow`. A JobTemplate's record does not sync a flow (Volcano's jobflow
+controller does not watch them).
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from typing import Any
 
 import msgspec
 
-from statemachines.hosted import HostedController, JobLister
+from statemachines.hosted import HostedController, JobLister, owner_key
 from statemachines.jobflows import machine as m
 from statemachines.model.jobflow import (
     API_VERSION,
@@ -55,8 +60,12 @@ from statemachines.outputs import (
     UpdateJobFlowStatus,
     UpdateJobTemplateStatus,
 )
+from statemachines.timers.rules import Timer
 
 _spec_decoder = msgspec.json.Decoder()
+ACTION = "SyncJobFlow"  # the request's action (every request Volcano's jobflow controller enqueues)
+KIND_KEY = "jobflow"  # its outputs' key: `<namespace>/jobflow:<name>` (statemachines.hosted.owner_key)
+MAX_REQUEUE = 15  # Volcano's --max-requeue-num default
 # getAllJobStatus: the phases with a list of their own; a vcjob in any other is unKnown, except
 # Completing and Terminating, which Volcano counts in its map and then writes nowhere
 LISTED = ("Pending", "Running", "Completed", "Terminated", "Failed")
@@ -82,15 +91,16 @@ def phase_of(job: Job) -> str:
 
 
 class FlowEntry:
-    __slots__ = ("key", "flow", "status", "trail", "waiting", "pending")
+    __slots__ = ("key", "flow", "status", "trail", "pending", "timer", "failures")
 
     def __init__(self, key: str, flow: JobFlow) -> None:
-        self.key = key
+        self.key = key  # its outputs' key, `<namespace>/jobflow:<name>` (statemachines.hosted.owner_key)
         self.flow = flow
         self.status = flow.status  # as we believe it: the record's, overlaid by our writes
         self.trail: list[JobFlowStatus] = [flow.status]
-        self.waiting = ""  # the JobTemplate a failed sync did not find
         self.pending: set[str] = set()  # vcjobs asked for, not seen yet
+        self.timer: Timer | None = None  # a failed sync's requeue
+        self.failures = 0  # failed syncs since the last that succeeded (the rate limiter's NumRequeues)
 
 
 class JobFlowController(HostedController):
@@ -98,6 +108,7 @@ class JobFlowController(HostedController):
 
     KIND = "JobFlow"
     API_VERSION = API_VERSION
+    ACTION = ACTION
 
     def __init__(self, host: Any, lister: JobLister | None = None) -> None:
         super().__init__(host, lister)
@@ -108,18 +119,24 @@ class JobFlowController(HostedController):
     def event(self, e: FlowEntry, event_type: str, reason: str, message: str) -> None:
         self.event_on(e.key, e.flow.metadata.name, event_type, reason, message)
 
+    def entry(self, key: str) -> FlowEntry | None:
+        return self.flows.get(key)
+
     # ------------------------------------------------------------------ input
 
     def jobflow(self, rtype: str, flow: JobFlow) -> None:
         meta = flow.metadata
-        key = f"{meta.namespace}/{meta.name}"
+        key = owner_key(KIND_KEY, meta.namespace, meta.name)
         e = self.flows.get(key)
         if rtype == "DELETED":
             if e is not None:
+                self.cancel(e.timer, "JobFlow deleted")
                 self._deleted(e)
                 del self.flows[key]
             return
         if e is None or e.flow.metadata.uid != meta.uid:
+            if e is not None:
+                self.cancel(e.timer, "another JobFlow of the name")
             e = self.flows[key] = FlowEntry(key, flow)  # addJobFlow
             self.sync(e)
             return
@@ -146,10 +163,7 @@ class JobFlowController(HostedController):
         if old is not None and old.metadata.uid == meta.uid:
             return
         self.template_writes.pop(key, None)
-        self.sync_template(key)  # addJobTemplate
-        for e in list(self.flows.values()):  # vcbus's retry of a sync that did not find it
-            if e.waiting == meta.name and e.flow.metadata.namespace == meta.namespace:
-                self.sync(e)
+        self.sync_template(key)  # addJobTemplate (Volcano's jobflow controller does not watch JobTemplates)
 
     def on_job(self, rtype: str, job: Job) -> None:
         meta = job.metadata
@@ -158,7 +172,7 @@ class JobFlowController(HostedController):
             return
         name = jobflow_of(job)
         if name:
-            e = self.flows.get(f"{meta.namespace}/{name}")
+            e = self.flows.get(owner_key(KIND_KEY, meta.namespace, name))
             if e is not None:
                 e.pending.discard(meta.name)
                 if rtype == "MODIFIED":  # updateJob (Volcano has no add handler for vcjobs)
@@ -175,26 +189,24 @@ class JobFlowController(HostedController):
         phase = e.status.state.phase
         state = m.PHASES.get(phase)
         if state is None:  # NewState: nil
-            message = f"jobflow {flow.metadata.name} state {{{phase}}} is invalid"
-            self.emit(JobFlowSyncFailed, e.key, message=message)
-            self.event(e, "Warning", "SyncJobFlow", f"SyncJobFlow JobFlow failed for {message}")
+            self._failed(e, f"jobflow {flow.metadata.name} state {{{phase}}} is invalid")
             return
         if not m.syncs(state):  # failedState, terminatingState: nothing
+            e.failures = 0
             return
-        e.waiting = ""
         if flow.spec.job_retain_policy == DELETE and state == m.SUCCEED:
             for job in self._created_by(e):
                 if job.metadata.uid not in self.deleting:
                     self.deleting.add(job.metadata.uid)
                     self.emit(DeleteJobFlowJob, e.key, name=job.metadata.name, uid=job.metadata.uid)
+            e.failures = 0
             return
         missing = self._deploy(e)
         if missing:
-            e.waiting = missing
-            self.emit(JobFlowSyncFailed, e.key, message=(
-                f"sync jobflow {flow.metadata.name} failed for jobtemplates.flow.volcano.sh \"{missing}\" not found, "
-                "event is OutOfSync, action is SyncJobFlow"))
+            self._failed(e, f"sync jobflow {flow.metadata.name} failed for jobtemplates.flow.volcano.sh \"{missing}\" "
+                         "not found, event is OutOfSync, action is SyncJobFlow")
             return
+        e.failures = 0  # handleJobFlowErr: Forget
         status, counts = self._status(e)
         after = m.fire(state, m.SYNC, counts)
         status = msgspec.structs.replace(status, state=FlowState(phase="" if after == m.NEW else after))
@@ -206,6 +218,16 @@ class JobFlowController(HostedController):
                       resource_version=meta.resource_version)
         if after != state:
             self.emit(JobFlowStateChanged, e.key, from_state=state, to_state=after, cause=_cause(after, status, counts))
+
+    def _failed(self, e: FlowEntry, message: str) -> None:
+        """handleJobFlowErr: requeued with the rate limiter's backoff while fewer than `MAX_REQUEUE` requeues
+        were made since the last success; then a Warning event and the request dropped (`Forget`)."""
+        self.emit(JobFlowSyncFailed, e.key, message=message)
+        if e.failures < MAX_REQUEUE:
+            self.requeue_failed(e)
+            return
+        self.event(e, "Warning", ACTION, f"{ACTION} JobFlow failed for {message}")
+        e.failures = 0
 
     def _deploy(self, e: FlowEntry) -> str:
         """deployJob: each flow's vcjob, in the flows' order, once its targets are Completed; the name of a
@@ -303,7 +325,8 @@ class JobFlowController(HostedController):
         if status == self.template_writes.get(key, template.status):
             return
         self.template_writes[key] = status
-        self.emit(UpdateJobTemplateStatus, key, name=meta.name, status=status, uid=meta.uid,
+        self.emit(UpdateJobTemplateStatus, owner_key("jobtemplate", meta.namespace, meta.name), name=meta.name,
+                  status=status, uid=meta.uid,
                   resource_version=meta.resource_version)
 
 

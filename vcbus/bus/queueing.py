@@ -1,21 +1,27 @@
-"""The queue role: Volcano's queue controller over every partition, when VCBUS_K8S has N > 1.
+"""The queue role: Volcano's queue, cronjob and jobflow controllers over every partition, when VCBUS_K8S has N > 1.
 
 A queue's decisions (job key `_/<queue>`: `UpdateQueueStatus` with its state
 and the PodGroup counts by phase, `QueueStateChanged`, `DeleteBusCommand` of a
 queue Command, the Queue's events) depend on the PodGroups of every job in the
-queue, and with N > 1 partitions each decider sees only its own jobs' PodGroups.
-Volcano runs its queue controller on its own (`pkg/controllers/queue/`), and so
-does vcbus with partitions:
+queue, and a CronJob's or a JobFlow's on every vcjob it made (a run, a flow's
+vcjobs: each has a name of its own, so another partition); with N > 1
+partitions each decider sees only its own jobs. Volcano runs these controllers
+beside the job controller (`pkg/controllers/queue/`, `pkg/controllers/cronjob/`,
+`pkg/controllers/jobflow/`, `pkg/controllers/jobtemplate/`), and so does vcbus
+with partitions:
 
-- every partition's decider runs no queue controller (`Engine(queue_controller=False)`,
-  chosen by the decider once it knows the stream has N > 1 partitions);
+- every partition's decider runs none of them (`Engine(queue_controller=False,
+  cronjobs=False, jobflows=False)`, chosen by the decider once it knows the
+  stream has N > 1 partitions);
 - the **queue role** (`QueueDecider`) folds the records of every partition
-  the queue controller reads, PodGroups, Queues and Commands, and TIMER
-  records for the log's time (one consumer, `vcbus-queues`, filtering
-  `vcbus.k8s.<kind>.>` of those four kinds: about 5% of the records of a
-  busy log, so it costs a tenth of a partition's decider, where a fold of
-  every record cost as much as one), through
-  `statemachines.queues.fold.QueueFold`, and publishes those outputs.
+  those controllers read, PodGroups, Queues, Commands, vcjobs, CronJobs,
+  JobFlows and JobTemplates, and TIMER records (one consumer, `vcbus-queues`,
+  filtering `vcbus.k8s.<kind>.>` of those kinds: without the pods, a small
+  part of a busy log), through the engine without the job controller
+  (`Engine(job_controller=False)`), and publishes those outputs. The CronJob
+  controller's timers are the role's: it appends their TIMER records, and
+  their ids (`<seq>.h<order>`, statemachines/hosted.py) are never a
+  partition's.
 
 Its clock, as each partition's decider's, is the latest time of the records
 it folds. Records from the bridge carry the time they were observed, in
@@ -29,21 +35,21 @@ its ack floor or a snapshot (`vcbus-queues.<seq>`), pipelined atomic batches,
 records acked once their outputs are stored, one owner enforced by a pinned
 consumer (a second queue role is refused). Only the outputs' ids differ from
 a one-partition decider's: `<seq>:q<index>`
-(the index among the queue controller's outputs of the record), since the
+(the index among the role's outputs of the record), since the
 record's partition decider stores the job controller's outputs under
 `<seq>:<index>` and one id must never name two messages.
 
 Poison. A record of a partition is folded only once that partition's decider
 has decided it, and skipped when it set it aside (`vcbus.bus.verdicts`): as
 with one partition, where a record set aside is folded by no controller. A
-record the role itself cannot fold (its queue controller fails on it) is set
+record the role itself cannot fold (one of its controllers fails on it) is set
 aside by the role alone, with a poison event of component `queues` (with one
 partition the whole record would be set aside: the partition's decider has
 folded it already, and never waits for the role).
 
-With one partition the decider publishes the queue decisions itself, as it
-always did, and no queue role runs. `vcbus up` runs the queue role in the
-process that runs partition 0's decider.
+With one partition the decider runs these controllers itself, as it always
+did, and no queue role runs. `vcbus up` runs the queue role in the process
+that runs partition 0's decider.
 """
 
 from __future__ import annotations
@@ -53,8 +59,8 @@ from dataclasses import dataclass
 
 from nats.aio.msg import Msg
 
+from statemachines.engine import Engine
 from statemachines.model.records import decode
-from statemachines.queues.fold import QueueFold
 from vcbus.bus import bigrecords
 from vcbus.bus import partitions as parts
 from vcbus.bus import poison as p
@@ -67,12 +73,18 @@ from vcbus.bus.verdicts import Verdicts, partition_of
 
 CONSUMER = "vcbus-queues"
 COMPONENT = "queues"  # the role's own poison events (a partition's decider skips only the `decider` ones)
-KINDS = ("podgroup", "queue", "command", s.TIMER_KIND)  # what the queue controller reads; TIMER: the log's time
+# what the queue, cronjob and jobflow controllers read; TIMER: the CronJob's syncs and the log's time
+KINDS = ("podgroup", "queue", "command", "job", "cronjob", "jobflow", "jobtemplate", s.TIMER_KIND)
+
+
+def role_engine() -> Engine:
+    """The controllers beside the job controller, alone; their timers fire by the log's time, as a decider's."""
+    return Engine(job_controller=False)
 
 
 @dataclass(frozen=True)
 class QueueRole(parts.Partition):
-    """The records of the kinds the queue controller reads, of every partition."""
+    """The records of the kinds the queue, cronjob and jobflow controllers read, of every partition."""
 
     @property
     def consumer(self) -> str:
@@ -110,12 +122,12 @@ class QueueRole(parts.Partition):
 
 
 class QueueDecider(Decider):
-    """The queue role's decider: `QueueFold` over the records of `QueueRole`, queue-scoped outputs only."""
+    """The queue role's decider: `role_engine()` over the records of `QueueRole`."""
 
     def __init__(self, bus: Bus, **options) -> None:  # noqa: ANN003 - Decider's options
         options.pop("engine", None)
         options.pop("partition", None)
-        super().__init__(bus, engine=QueueFold(), **options)
+        super().__init__(bus, engine=role_engine(), **options)
         self.partition = QueueRole()
         self.verdicts: Verdicts | None = None
         self._partitions = 1
@@ -171,14 +183,14 @@ class QueueDecider(Decider):
         )
         return p.poison_message(event, source=self.bus.settings.ce_source)
 
-    def _fresh_engine(self) -> QueueFold:  # type: ignore[override]
-        return QueueFold()
+    def _fresh_engine(self) -> Engine:
+        return role_engine()
 
     def _messages(self, seq: int, outs: list, *, prepare: bool) -> tuple:  # type: ignore[override]
         result = super()._messages(seq, outs, prepare=prepare)
         if not prepare:
             return result
-        if isinstance(result, bigrecords.Split):  # more than one batch: never for a queue, but correct
+        if isinstance(result, bigrecords.Split):  # more than one batch: rare here, but correct
             result = result.lists()
         commands, events = result
         return [_queue_id(m) for m in commands], [_queue_id(m) for m in events]

@@ -1,7 +1,7 @@
 """The cronjob controller's commands (statemachines/cronjobs/), carried out on the cluster.
 
 `CronJobCommands` is a mixin of `vcbus.k8s.actuator.Actuator` (its `api` client). The three
-commands are keyed `<namespace>/<cronjob>` and act only for the CronJob that is under that name
+commands are keyed `<namespace>/cronjob:<cronjob>` (a command under another key is refused) and act only for the CronJob that is under that name
 now (the command's uid), as Volcano's controller acts on the CronJob its lister holds:
 
 - CreateCronJobRun posts the run's vcjob as Volcano's getJobFromTemplate builds it: the name,
@@ -26,7 +26,7 @@ from typing import Any
 from statemachines import outputs as o
 from statemachines.model.cronjob import API_VERSION
 from vcbus.k8s import rawcalls
-from vcbus.k8s.owned_jobs import create_owned, delete_owned, owned_manifest, replace_status
+from vcbus.k8s.owned_jobs import create_owned, delete_owned, keyed_name, owned_manifest, replace_status
 from vcbus.k8s.ownership import Refused
 
 GROUP, VERSION = API_VERSION.split("/")
@@ -49,6 +49,7 @@ class CronJobCommands:
         return rawcalls.read(self.api, rawcalls.object_path(GROUP, VERSION, ns, CRONJOBS, name))
 
     def _CreateCronJobRun(self, ns: str, name: str, cmd: o.CreateCronJobRun, index: int) -> str:
+        name = keyed_name("cronjob", ns, name, cmd)
         if cmd.cronjob != name or not cmd.name.startswith(f"{name}-") or not cmd.name[len(name) + 1:].isdigit():
             raise Refused(f"CreateCronJobRun for {ns}/{name} names run {cmd.name} of CronJob {cmd.cronjob}")
         cronjob = self._cronjob(ns, name)
@@ -57,9 +58,11 @@ class CronJobCommands:
         return create_owned(self.api, ns, run_manifest(ns, cmd))
 
     def _DeleteCronJobRun(self, ns: str, name: str, cmd: o.DeleteCronJobRun, index: int) -> str:
+        name = keyed_name("cronjob", ns, name, cmd)
         return delete_owned(self.api, ns, cmd.name, cmd.uid, (API_VERSION, "CronJob", name))
 
     def _UpdateCronJobStatus(self, ns: str, name: str, cmd: o.UpdateCronJobStatus, index: int) -> str:
+        name = keyed_name("cronjob", ns, name, cmd)
         if cmd.name != name or not cmd.uid:
             raise Refused(f"UpdateCronJobStatus for {ns}/{name} names CronJob {cmd.name} uid {cmd.uid!r}")
         return replace_status(self, rawcalls.object_path(GROUP, VERSION, ns, CRONJOBS, name), cmd.uid, cmd.status)

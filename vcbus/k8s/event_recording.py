@@ -126,10 +126,10 @@ class EventRecording:
             obj: Any = self._job(ns, name, cached=True)
             api_version = JOB_API_VERSION
         elif kind == "CronJob":  # the cronjob controller's, on the CronJob of its key (require_event_target)
-            obj = self._cronjob(ns, name)
+            obj = self._cronjob(ns, cmd.name)
             api_version = JOB_API_VERSION
         elif kind == "JobFlow":  # the jobflow controller's, on the JobFlow of its key (require_event_target)
-            obj = self._jobflow(ns, name)
+            obj = self._jobflow(ns, cmd.name)
             api_version = FLOW_API_VERSION
         elif kind == "Pod":  # one per bound pod (Scheduled): the watch cache's, else read as plain JSON
             pod = self._cached(watchcache.PODS, ns, cmd.name or name) or rawcalls.read(

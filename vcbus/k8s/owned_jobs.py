@@ -9,6 +9,8 @@ owner's status, carried out on the cluster for the actuator's command mixins
 - `replace_status`: the status subresource replaced with the whole status the command carries (a
   JSON patch that tests the uid first), for the object the command names: one of another uid
   (deleted and made again) is left alone and counted as stale.
+- `keyed_name`: the object a command's key names (`<namespace>/<kind>:<name>`,
+  statemachines.hosted.owner_key); a command under any other key is refused.
 """
 
 from __future__ import annotations
@@ -18,11 +20,20 @@ from typing import Any
 import msgspec
 from kubernetes.client.rest import ApiException
 
+from statemachines.hosted import split_owner_key
 from vcbus.k8s import rawcalls
 from vcbus.k8s.ownership import Refused
 
 JOB_API_VERSION = "batch.volcano.sh/v1alpha1"
 JOB_GROUP, JOB_VERSION = JOB_API_VERSION.split("/")
+
+
+def keyed_name(kind: str, ns: str, key_name: str, command: object) -> str:
+    """The name of the `kind` object the key `<ns>/<key_name>` is of; Refused for a key of anything else."""
+    found = split_owner_key(f"{ns}/{key_name}")
+    if found is None or found[0] != kind:
+        raise Refused(f"{type(command).__name__} under the key {ns}/{key_name}, not a {kind}'s ({ns}/{kind}:<name>)")
+    return found[2]
 
 
 def _status(err: ApiException) -> int:

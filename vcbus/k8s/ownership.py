@@ -164,8 +164,9 @@ def require_event_target(kind: str, target: str, key_ns: str, key_name: str, *, 
         raise Refused(f"an event about a {kind} ({target}): vcbus records events only on {', '.join(EVENT_KINDS)}")
     if kind == "Job" and target != key_name:
         raise Refused(f"an event about vcjob {key_ns}/{target} under the key of vcjob {key_ns}/{key_name}")
-    if kind in ("CronJob", "JobFlow") and target != key_name:  # those controllers': keyed by their object
-        raise Refused(f"an event about {kind} {key_ns}/{target} under the key {key_ns}/{key_name}")
+    if kind in ("CronJob", "JobFlow") and key_name != f"{kind.lower()}:{target}":  # keyed by their object
+        raise Refused(f"an event about {kind} {key_ns}/{target} under the key {key_ns}/{key_name} "
+                      f"(theirs is {key_ns}/{kind.lower()}:{target})")
     if kind == "Queue" and (not cluster or target != key_name):
         raise Refused(f"an event about Queue {target} under the key {key_ns}/{key_name} (queues have `_/<queue>`)")
 
