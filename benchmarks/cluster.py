@@ -249,14 +249,20 @@ def _cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _hwm_mb(pid: int) -> float:
+def status_mb(pid: int, field: str) -> float:
+    """A memory figure of the process in MB, from /proc/<pid>/status (`VmHWM`: its peak RSS, `VmRSS`:
+    now); 0 when it is gone."""
     try:
         for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
     except OSError:
         pass
     return 0.0
+
+
+def _hwm_mb(pid: int) -> float:
+    return status_mb(pid, "VmHWM")
 
 
 def _children(pid: int) -> list[int]:

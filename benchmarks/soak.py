@@ -50,7 +50,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.cluster import FULL, NS, QUICK, Cluster, Vcbus, create_all, small_job, wait_for  # noqa: E402
+from benchmarks.cluster import FULL, NS, QUICK, Cluster, Vcbus, create_all, small_job, status_mb, wait_for  # noqa: E402
 from vcbus.k8s.watching import KubeApiError, api_request  # noqa: E402
 
 JOBS = f"/apis/batch.volcano.sh/v1alpha1/namespaces/{NS}/jobs"
@@ -59,34 +59,60 @@ PODGROUPS = f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{NS}/podgroups"
 MERGE_PATCH = "application/merge-patch+json"
 
 
-# --------------------------------------------------------------------------- the cluster's garbage collector
+# --------------------------------------------------------------------------- work in the background
 
 
-class GarbageCollector:
+class Periodic:
+    """`step()` now and then every `every` seconds in a thread of its own, until `stop()`; the
+    first failure ends it and `check()` raises it, naming `what`."""
+
+    what = "?"
+
+    def __init__(self, every: float) -> None:
+        self.every = every
+        self.stopping = threading.Event()
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def step(self) -> None:
+        raise NotImplementedError
+
+    def _run(self) -> None:
+        while True:
+            try:
+                self.step()
+            except Exception as err:  # noqa: BLE001 - reported by check()
+                self.error = err
+                return
+            if self.stopping.wait(self.every):
+                return
+
+    def check(self) -> None:
+        if self.error is not None:
+            raise RuntimeError(f"{self.what} failed: {self.error!r}")
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.thread.join(timeout=60)
+
+
+class GarbageCollector(Periodic):
     """Kubernetes' garbage collector's part in a foreground deletion, for the vcjobs of the namespace.
 
     Every `every` seconds: the vcjobs being deleted (deletionTimestamp set, `foregroundDeletion`
     finalizer held) have their dependents deleted (pods and PodGroups whose owner reference names
     the job's uid), then the finalizer removed, so that the API server removes the job."""
 
+    what = "the garbage collector's stand-in"
+
     def __init__(self, api: Any, every: float = 0.5) -> None:
-        self.api, self.every = api, every
-        self.stopping = threading.Event()
-        self.error: BaseException | None = None
+        self.api = api
         self.collected = 0
         self.pool = concurrent.futures.ThreadPoolExecutor(8)
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
+        super().__init__(every)
 
-    def _run(self) -> None:
-        while not self.stopping.wait(self.every):
-            try:
-                self.sweep()
-            except Exception as err:  # noqa: BLE001 - reported by check()
-                self.error = err
-                return
-
-    def sweep(self) -> None:
+    def step(self) -> None:
         deleting = {j["metadata"]["uid"]: j for j in api_request(self.api, "GET", JOBS)["items"]
                     if j["metadata"].get("deletionTimestamp")}
         if not deleting:
@@ -116,27 +142,12 @@ class GarbageCollector:
             if getattr(err, "status", None) not in (404, 409):  # gone, or changed: the next sweep sees it
                 raise
 
-    def check(self) -> None:
-        if self.error is not None:
-            raise RuntimeError(f"the garbage collector's stand-in failed: {self.error!r}")
-
     def stop(self) -> None:
-        self.stopping.set()
-        self.thread.join(timeout=30)
+        super().stop()
         self.pool.shutdown(wait=True)
 
 
 # --------------------------------------------------------------------------- samples
-
-
-def rss_mb(pid: int) -> float:
-    try:
-        for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return float("nan")
 
 
 def process_names(system: Vcbus) -> dict[str, int]:
@@ -159,28 +170,27 @@ async def stream_states(url: str) -> dict[str, dict]:
         infos = await nc.jetstream().streams_info()
     finally:
         await nc.close()
-    return {i.config.name: {"bytes": i.state.bytes, "msgs": i.state.messages,
+    return {str(i.config.name): {"bytes": i.state.bytes, "msgs": i.state.messages,
                             "max_bytes": i.config.max_bytes if (i.config.max_bytes or -1) > 0 else None,
                             "max_msgs": i.config.max_msgs if (i.config.max_msgs or -1) > 0 else None}
             for i in infos}
 
 
-class Sampler:
+class Sampler(Periodic):
     """Every `every` seconds, in its own thread: each process's RSS and each stream's state."""
 
+    what = "sampling"
+
     def __init__(self, system: Vcbus, every: float, out: pathlib.Path | None) -> None:
-        self.system, self.every, self.out = system, every, out
+        self.system, self.out = system, out
         self.samples: list[dict] = []
         self.t0 = time.monotonic()
-        self.stopping = threading.Event()
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
+        super().__init__(every)
 
     def take(self) -> dict:
         procs = process_names(self.system)
         sample = {"t_s": round(time.monotonic() - self.t0, 1),
-                  "rss_mb": {name: round(rss_mb(pid), 1) for name, pid in procs.items()},
+                  "rss_mb": {name: round(status_mb(pid, "VmRSS"), 1) for name, pid in procs.items()},
                   "streams": asyncio.run(stream_states(f"nats://127.0.0.1:{self.system.nats_port}"))}
         self.samples.append(sample)
         if self.out is not None:
@@ -188,23 +198,8 @@ class Sampler:
                 fh.write(json.dumps(sample) + "\n")
         return sample
 
-    def _run(self) -> None:
-        while True:
-            try:
-                self.take()
-            except Exception as err:  # noqa: BLE001 - reported by check()
-                self.error = err
-                return
-            if self.stopping.wait(self.every):
-                return
-
-    def check(self) -> None:
-        if self.error is not None:
-            raise RuntimeError(f"sampling failed: {self.error!r}")
-
-    def stop(self) -> None:
-        self.stopping.set()
-        self.thread.join(timeout=60)
+    def step(self) -> None:
+        self.take()
 
 
 def slope_per_hour(points: list[tuple[float, float]]) -> float:
@@ -223,7 +218,7 @@ def memory_figures(samples: list[dict], warmup_s: float, window_s: float = 60.0)
     names = sorted({n for s in samples for n in s["rss_mb"]})
     end_t = samples[-1]["t_s"] if samples else 0.0
     for name in names:
-        pts = [(s["t_s"], s["rss_mb"][name]) for s in samples if s["rss_mb"].get(name, float("nan")) == s["rss_mb"].get(name)]
+        pts = [(s["t_s"], s["rss_mb"][name]) for s in samples if s["rss_mb"].get(name)]  # 0: the process gone
         warm = [(t, v) for t, v in pts if t >= warmup_s]
         first = [v for t, v in warm if t < warmup_s + window_s] or [v for _, v in warm[:1]]
         last = [v for t, v in warm if t > end_t - window_s] or [v for _, v in warm[-1:]]
