@@ -181,7 +181,7 @@ async def test_a_decider_offers_nothing_behind_stored_commands_nor_from_records_
         task = asyncio.create_task(second.run(stop=stop))
         try:
             last = (await bus.js.stream_info(s.K8S_STREAM)).state.last_seq
-            await until(lambda: second.applied >= last and not second._flights, "the second run to catch up")
+            await until(lambda: second.applied >= last and not second.outbox.flights, "the second run to catch up")
             # one more job, decided with nothing in flight: its commands are offered
             job = next(json.loads(line) for line in many_jobs_log.read_text().splitlines()
                        if '"kind":"Job"' in line.replace(" ", "") and '"ADDED"' in line)
@@ -193,7 +193,7 @@ async def test_a_decider_offers_nothing_behind_stored_commands_nor_from_records_
         finally:
             stop.set()
             await asyncio.wait_for(task, 60)
-    assert all(seq > second._careful_until for seq, _ in offers)  # received by the first run: never offered
+    assert all(seq > second.outbox.careful_until for seq, _ in offers)  # received by the first run: never offered
     assert min(after for _, after in offers) >= stored_before  # behind everything stored before it started
     afters = [after for _, after in offers]
     assert afters == sorted(afters)
@@ -228,7 +228,7 @@ async def test_a_taken_offers_flight_is_stored_once_its_first_command_is_applied
         try:
             await until(lambda: offers, "the job's commands offered")
             assert await stored() == before  # held while the first command is applied
-            assert decider.applied == 1 and not decider._flights
+            assert decider.applied == 1 and not decider.outbox.flights
             applied.set_result(("applied", 1.0))
             deadline = time.monotonic() + 60
             while await stored() < before + len(offers[0]):

@@ -211,7 +211,7 @@ async def test_shared_records_arriving_while_deciders_run_are_merged_in_stream_o
     async def settled(deciders) -> None:  # noqa: ANN001 - every record stored so far decided and acked
         async with asyncio.timeout(60):
             for d in deciders:
-                while d._puller is None or d._flights or not await d._caught_up():
+                while d._puller is None or d.outbox.flights or not await d._caught_up():
                     await asyncio.sleep(0.05)
 
     async with open_bus(settings) as bus:

@@ -94,14 +94,14 @@ async def test_decider_stopped_right_after_a_snapshot_loses_and_repeats_nothing(
     await publish_file(settings, many_jobs_log)
     async with open_bus(settings) as bus:
         one = Decider(bus, clock=lambda: EARLY)
-        save = one._snapshot
+        save = one.rebuilder.snapshot
 
-        async def save_then_crash() -> None:
-            await save()
+        async def save_then_crash(**kwargs: bool) -> None:
+            await save(**kwargs)
             if one.stats.snapshots == 2:
                 raise Crash  # an abrupt stop right after the second snapshot (fault injection)
 
-        one._snapshot = save_then_crash  # type: ignore[method-assign]
+        one.rebuilder.snapshot = save_then_crash  # type: ignore[method-assign]
         with pytest.raises(Crash):
             await one.run(until_idle=True)
         covered = one.applied
@@ -261,9 +261,9 @@ async def test_a_poison_rollback_after_a_restore_refolds_from_the_snapshot(bus_s
         await publish_file(bus_settings, second)
         with crashing_engine(monkeypatch):
             two = Decider(bus, clock=lambda: EARLY)
-            fresh = two._fresh_engine
+            fresh = two.rebuilder.fresh
             calls = []
-            two._fresh_engine = lambda: calls.append(1) or fresh()  # type: ignore[method-assign]
+            two.rebuilder.fresh = lambda: calls.append(1) or fresh()
             stats = await two.run(until_idle=True)
     assert stats.restored == one.applied and stats.rebuilt == 0
     assert stats.poison == 1 and stats.rollbacks == 1 and calls == []  # the rollback started at the snapshot

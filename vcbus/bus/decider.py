@@ -42,40 +42,36 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import msgspec
 from nats.aio.msg import Msg
+from nats.js.errors import NotFoundError
 
 from statemachines.engine import Engine
 from statemachines.model.timefmt import fmt
+from vcbus.bus import bigrecords, rebuilding
 from vcbus.bus import partitions as parts
-from vcbus.bus import bigrecords
+from vcbus.bus import poison as p
 from vcbus.bus import subjects as s
-from vcbus.bus.batching import BatchWriter
 from vcbus.bus.connecting import Bus
 from vcbus.bus.consumers import open_decider_consumer
 from vcbus.bus.deciding import Deciding
-from vcbus.bus.flights import Flight, restore
-from vcbus.bus.ownership import Ownership
-from vcbus.bus.publisher import Prepared
+from vcbus.bus.foldstate import FoldState
 from vcbus.bus.merging import Merger
+from vcbus.bus.ownership import Ownership
 from vcbus.bus.pulling import Puller
-from vcbus.bus.rebuilding import Rebuilding
-from vcbus.bus import statesnap
-from vcbus.bus.storing import Storing
+from vcbus.bus.reading import stream_seq
+from vcbus.bus.rebuilding import Rebuilder
+from vcbus.bus.storing import AHEAD_HOLD, DueTimers, Offer, Outbox
 from vcbus.bus.supervising import supervise
 from vcbus.errors import UserError
 
 log = logging.getLogger("vcbus.decider")
 
 DURABLE = parts.DURABLE
-# A light load's reaction (commands offered ahead, vcbus.k8s.ahead): its flight is sent once the first
-# command's apply is over, or after this many seconds (benchmarks/latency.py: the PATCH and DELETE of a
-# kill took 9.4-11.0 ms with the flight held, 12.4-16.7 ms beside its stores; p50s of five runs each)
-AHEAD_HOLD = 0.05
 GATHER = 4  # while a flight is stored, up to GATHER * batch records are decided into the next one
-__all__ = ["DURABLE", "Decider", "DeciderStats", "wall_clock"]
+__all__ = ["AHEAD_HOLD", "DURABLE", "Decider", "DeciderStats", "wall_clock"]
 
 
 def wall_clock() -> str:
@@ -95,8 +91,20 @@ class DeciderStats(msgspec.Struct):
     snapshots: int = 0  # snapshots saved by this run (vcbus.bus.statesnap)
 
 
-class Decider(Rebuilding, Deciding, Storing):
-    """One partition's decider: a session loop over the mixins that rebuild, decide and store."""
+class Decider:
+    """One partition's decider: a session loop over its parts, each an object with its own state.
+
+    - `fold` (`FoldState`): the engine, how far it folded (`applied`), the records set aside;
+    - `deciding` (`Deciding`): one record into messages, or a failure;
+    - `outbox` (`Outbox`): what was decided and not stored yet, and every write;
+    - `rebuilder` (`Rebuilder`): the engine refolded or restored on start and after a failure, snapshots;
+    - `timers` (`DueTimers`): TIMER records for the timers due while the log is quiet.
+
+    The decider joins them per record (`_handle`, `_decide_live`: set aside a failure, queue or
+    store the outputs) and per session (`_session`).
+    """
+
+    deciding_kind = Deciding  # its records into messages (the queue role's ids differ, vcbus.bus.queueing)
 
     def __init__(
         self,
@@ -113,48 +121,79 @@ class Decider(Rebuilding, Deciding, Storing):
     ) -> None:
         self.bus = bus
         self.js = bus.js
-        self.engine = engine or Engine(max_pods=bus.settings.max_pods_per_job)
-        self.engine._render_pod = bigrecords.lazy(self.engine._render_pod)  # pods rendered when encoded
-        # Observe-only: nothing acts on the commands, so none is stored (a later full-mode
-        # actuator must never carry out what was decided while only watching).
-        self.publish_commands = publish_commands
         self.clock = clock
         self.batch = batch
         self.idle = idle
-        # Decided batches queued unacked besides the one being sent. Whatever the depth, a batch's
-        # commands (events) go out only once the batch before it has its commands (events) stored
-        # (`_send`), so a failed batch (a leader change, a timeout) is never overtaken by the next one.
-        self.depth = max(1, depth)
-        self.atomic = atomic  # False: outputs published message by message (the benchmark's comparison)
         self.partition_index = partition  # which partition of VCBUS_K8S (None: 0)
-        self.partition = parts.Partition()
-        self.applied = 0
         self.stats = DeciderStats()
-        self._timers_sent: set[str] = set()
-        self.poisoned: set[int] = set()  # VCBUS_K8S sequences set aside (never folded)
-        self._retried: set[int] = set()  # poisoned sequences whose retry was decided
+        engine = engine or Engine(max_pods=bus.settings.max_pods_per_job)
+        engine._render_pod = bigrecords.lazy(engine._render_pod)  # pods rendered when encoded
+        self.fold = FoldState(engine)
+        self.deciding = self._deciding(publish_commands)
+        self.outbox = Outbox(self.js, bus.nc, self.stats, timeout=bus.settings.publish_timeout, depth=depth,
+                             atomic=atomic)
+        self.rebuilder = Rebuilder(self.js, self.fold, self.deciding, self.outbox, self.stats,
+                                   fresh=self._fresh_engine, snapshot_every=getattr(bus.settings, "snapshot_every", 0))
+        self.timers = DueTimers(self.outbox, clock, self.stats)
         self._rebuilt = False
         self._owner: Ownership | None = None
-        self._writer: BatchWriter | None = None
         self._puller: Puller | Merger | None = None
-        self._careful_until = 0  # records up to here may have stored outputs: sent one by one
-        self._sent_upto = 0  # the last record whose outputs were sent
-        self._flights: list[Flight] = []  # sent, not yet stored-and-acked, in stream order
-        # Commands applied before they are stored (vcbus.k8s.ahead): the in-process actuator's
-        # `offer`, and a VCBUS_CMDS sequence at or after this decider's last stored command (None:
-        # not known; the offers wait for the next stored one)
-        self.ahead: Callable[[list[Prepared], int], asyncio.Future | None] | None = None
-        # how long a flight whose commands were offered waits for the first one's apply before it is
-        # sent (`Storing._send`); 0: sent at once, beside the apply
-        self.ahead_hold = AHEAD_HOLD
-        self.cmd_seq: int | None = None
-        self._records: list[Msg] = []  # the batch being decided: records to ack
-        self._commands: list[Prepared] = []
-        self._events: list[Prepared] = []
         self.ready = asyncio.Event()
-        self.snapshot_every = getattr(bus.settings, "snapshot_every", 0)  # records between snapshots (0: none)
-        self.snapshots: statesnap.Store | None = None
-        self._base: statesnap.Restored | None = None  # the newest snapshot: where a refold starts
+
+    def _deciding(self, publish_commands: bool) -> Deciding:
+        return self.deciding_kind(self.fold, self.stats, source=self.bus.settings.ce_source, publish_commands=publish_commands,
+                        clock=self.clock)
+
+    def _fresh_engine(self) -> Engine:
+        return rebuilding.fresh_engine(self.fold.engine, self.fold.partition)
+
+    # ------------------------------------------------------------------ the parts' state, as the decider's
+
+    @property
+    def engine(self) -> Engine:
+        return self.fold.engine
+
+    @property
+    def applied(self) -> int:
+        return self.fold.applied
+
+    @applied.setter
+    def applied(self, seq: int) -> None:
+        self.fold.applied = seq
+
+    @property
+    def poisoned(self) -> set[int]:
+        return self.fold.poisoned
+
+    @poisoned.setter
+    def poisoned(self, seqs: set[int]) -> None:
+        self.fold.poisoned = seqs
+
+    @property
+    def partition(self) -> parts.Partition:
+        return self.fold.partition
+
+    @partition.setter
+    def partition(self, partition: parts.Partition) -> None:
+        self.fold.partition = partition
+
+    @property
+    def ahead(self) -> Offer | None:
+        """The in-process actuator's `offer` (vcbus.k8s.ahead): commands applied before they are stored."""
+        return self.outbox.ahead
+
+    @ahead.setter
+    def ahead(self, offer: Offer | None) -> None:
+        self.outbox.ahead = offer
+
+    @property
+    def ahead_hold(self) -> float:
+        """How long a flight whose commands were offered waits for the first one's apply (`Outbox.send`)."""
+        return self.outbox.ahead_hold
+
+    @ahead_hold.setter
+    def ahead_hold(self, seconds: float) -> None:
+        self.outbox.ahead_hold = seconds
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -170,7 +209,7 @@ class Decider(Rebuilding, Deciding, Storing):
             await supervise(
                 "decider",
                 lambda: self._session(stop, until_idle),
-                progress=lambda: self.applied,
+                progress=lambda: self.fold.applied,
                 stop=stop,
                 until_idle=until_idle,
                 log=log,
@@ -179,29 +218,24 @@ class Decider(Rebuilding, Deciding, Storing):
             if self._owner is not None:
                 await self._owner.release()
                 self._owner = None
-            if self._writer is not None:
-                await self._writer.close()
+            await self.outbox.close()
         return self.stats
 
     async def _session(self, stop: asyncio.Event, until_idle: bool) -> None:
+        fold, outbox = self.fold, self.outbox
         if self._owner is None:
             count = await parts.partitions(self.js)
             try:
-                self.partition = self._layout(count)
+                fold.partition = self._layout(count)
             except ValueError as err:
                 raise UserError(f"decider: {err}") from None
-            if self.engine.queue_controller_on != self.partition.queue_outputs:
-                self.engine = self._fresh_engine()  # with N > 1 no queue controller: the queue role runs it
-            owner = Ownership(self.bus.nc, s.K8S_STREAM, self.partition.consumer, partition=self.partition.name)
+            if fold.engine.queue_controller_on != fold.partition.queue_outputs:
+                fold.engine = self._fresh_engine()  # with N > 1 no queue controller: the queue role runs it
+            owner = Ownership(self.bus.nc, s.K8S_STREAM, fold.partition.consumer, partition=fold.partition.name)
             await owner.claim()
             self._owner = owner
-        if self.snapshots is None and self.snapshot_every:
-            self.snapshots = statesnap.Store(
-                self.js, owner=self.partition.consumer, stream=s.K8S_STREAM, config=self._snapshot_config()
-            )
-        if self._writer is None:  # the rebuild may store poison events already
-            info = await self.js.stream_info(s.JOBS_STREAM)
-            self._writer = BatchWriter(self.bus.nc, self.js, atomic=self.atomic and bool(info.config.allow_atomic))
+        self.rebuilder.open_snapshots()
+        await outbox.open()  # the rebuild may store poison events already
         floor, group = await self._consumer()
         if not self._rebuilt:
             t0 = time.perf_counter()
@@ -209,78 +243,130 @@ class Decider(Rebuilding, Deciding, Storing):
             self._rebuilt = True
             log.info(
                 "decider: partition %s: state rebuilt from %d records in %.2fs; deciding from seq %d",
-                self.partition.name,
+                fold.partition.name,
                 self.stats.rebuilt,
                 time.perf_counter() - t0,
                 floor + 1,
             )
-        if self._records or self._commands or self._events:  # decided by a failed session, not sent yet
-            self._flights.append(Flight(self._records, self._commands + self._events, [], self.applied))
-            self._records, self._commands, self._events = [], [], []
-        if self._flights:  # a failed session's outputs: store them (again) before going on
-            # kept until stored: if this fails too (the server is still away), the next session
-            # must try them again, or their records would be skipped with their outputs lost
-            res = await restore(self._writer, self._flights, self.bus.settings.publish_timeout)
-            self._flights = []
-            self._count(res)
-        self._sent_upto = self.applied
-        if self.ahead is not None:  # what an earlier run stored may not be applied yet: nothing goes ahead of it
-            self.cmd_seq = int((await self.js.stream_info(s.CMDS_STREAM)).state.last_seq or 0)
+        await outbox.resume(fold.applied)
         info = await self.js.stream_info(s.K8S_STREAM)
         first = int(info.state.first_seq or 1)
-        if self.applied < first - 1:  # older records were removed (limits, purge): nothing to fill in
-            self.applied = first - 1
+        if fold.applied < first - 1:  # older records were removed (limits, purge): nothing to fill in
+            fold.applied = first - 1
         await self._reset()
         puller: Puller | Merger
-        if self.partition.merged:  # own and shared records through two consumers (vcbus.bus.merging)
-            puller = Merger(self.bus.nc, self.js, self.partition, batch=self.batch, group=group, start=self.applied)
+        if fold.partition.merged:  # own and shared records through two consumers (vcbus.bus.merging)
+            puller = Merger(self.bus.nc, self.js, fold.partition, batch=self.batch, group=group, start=fold.applied)
         else:
-            puller = Puller(self.bus.nc, s.K8S_STREAM, self.partition.consumer, batch=self.batch, group=group)
+            puller = Puller(self.bus.nc, s.K8S_STREAM, fold.partition.consumer, batch=self.batch, group=group)
         self._puller = puller
+        outbox.poke = puller.poke
         await puller.start()
         self.ready.set()
         try:
             while not stop.is_set():
-                await self._complete(block=False)
+                await outbox.complete(block=False)
                 msgs = await puller.take(self.batch, timeout=self.idle)
                 for msg in msgs:
                     await self._handle(msg)
-                if self._records or self._commands or self._events:
-                    if self._would_wait() and len(self._records) < self.batch * GATHER:
-                        # `_send` would wait for the last flight before putting anything on the wire: decide
+                if outbox.pending():
+                    if outbox.would_wait() and len(outbox.records) < self.batch * GATHER:
+                        # `send` would wait for the last flight before putting anything on the wire: decide
                         # what arrives meanwhile and send it all as one flight (fewer, fuller durable writes).
                         # The flight's completion pokes `take`, so nothing waits longer than it would have.
                         continue
-                    await self._send()
+                    await outbox.send(fold.applied)
                 elif not msgs:
-                    if self._flights:
+                    if outbox.flights:
                         continue  # a flight finished (or is slow): complete it first
-                    if await self._fire_due_timers():
+                    if await self.timers.fire(fold.engine.pending_timers(), fold.partition.count):
                         continue
                     if until_idle and await self._caught_up():
                         break
                     continue
-                if self.snapshots is not None and self.snapshots.due(self.applied, self.snapshot_every):
-                    await self._drain()
-                    await self._snapshot()
-            await self._send()  # stopping: what was decided and not sent yet
-            while self._flights:  # store and ack what was decided
-                await self._complete(block=True)
+                if self.rebuilder.snapshot_due():
+                    await outbox.drain(fold.applied)
+                    await self.rebuilder.snapshot()
+            await outbox.drain(fold.applied)  # stopping: store and ack what was decided
             await self._settle()
-            if self.snapshots is not None and self.applied > self.snapshots.saved_seq:
-                await self._snapshot()  # a clean stop: the next start folds nothing
+            await self.rebuilder.snapshot(stopping=True)  # a clean stop: the next start folds nothing
         finally:
             self._puller = None
+            outbox.poke = None
             await puller.close()
 
-    def _would_wait(self) -> bool:
-        """Whether `_send` would first wait for the last flight: for its commands, when there are commands
-        to send, else for its events (`vcbus.bus.storing`: each stream waits for its own previous batch)."""
-        if not self._flights:
-            return False
-        last = self._flights[-1]
-        first = last.commands if self._commands else last.events
-        return not all(fut.done() for one in first for _, fut in one.replies)
+    # ------------------------------------------------------------------ one record
+
+    async def _handle(self, msg: Msg) -> None:
+        fold = self.fold
+        seq = stream_seq(msg)
+        acked = not fold.partition.shared(msg.subject)  # shared records come without acks (vcbus.bus.merging)
+        if seq <= fold.applied:
+            if acked:
+                self.outbox.records.append(msg)  # a redelivery of something already decided: ack with this batch
+            return
+        if fold.partition.whole:
+            while fold.applied + 1 < seq:  # fill a gap from the stream itself: order is the fold's
+                await self._decide_missing(fold.applied + 1)
+        await self._decide_live(seq, msg.subject, msg.data, msg.headers)
+        if acked:
+            self.outbox.records.append(msg)
+
+    async def _decide_missing(self, seq: int) -> None:
+        try:
+            raw = await self.js.get_msg(s.K8S_STREAM, seq)
+        except NotFoundError:
+            self.fold.applied = seq  # deleted from the stream: nothing to decide
+            return
+        await self._decide_live(seq, raw.subject or "", raw.data or b"", raw.headers)
+
+    async def _decide_live(self, seq: int, subject: str, data: bytes, headers: dict | None) -> None:
+        """Decide one record and queue its outputs, or set it aside; `applied` = seq after."""
+        fold, outbox = self.fold, self.outbox
+        if seq in fold.poisoned or not fold.partition.mine(subject):  # set aside, or another partition's
+            fold.applied = seq
+            return
+        result = self.deciding.decide(seq, subject, data, prepare=True)
+        if isinstance(result, p.Failure):
+            await self._set_aside(seq, subject, result)
+            return
+        retry_of = (headers or {}).get(p.RETRY_OF)
+        retried = retry_of is not None and retry_of.isdigit()
+        if isinstance(result, bigrecords.Split):  # more outputs than one batch (vcbus.bus.bigrecords)
+            if retried:
+                result.events.extra.append(self.deciding.retried(seq, int(retry_of), subject, data))
+            fold.applied = seq
+            self.stats.decided += 1
+            await outbox.store_big(seq, result, applied=seq)
+            return
+        commands, events = result
+        if retried and events is not None:
+            events.append(self.deciding.retried(seq, int(retry_of), subject, data))
+        outbox.commands.extend(commands)
+        outbox.events.extend(events)
+        fold.applied = seq
+        self.stats.decided += 1
+
+    async def _set_aside(self, seq: int, subject: str, failure: p.Failure) -> None:
+        """A record that failed: everything decided before it stored first (order holds), the engine
+        refolded up to the record before it when it may be half-applied, and a poison event stored."""
+        fold, outbox = self.fold, self.outbox
+        await outbox.drain(fold.applied)
+        self.stats.poison += 1
+        log.warning("decider: record %s seq %d set aside: %s", subject, seq, failure.reason)
+        if failure.dirty:  # the engine may be half-applied: refold it up to the record before
+            self.stats.rollbacks += 1
+            for old, old_subject, reason, job in await self.rebuilder.refold(seq - 1):
+                await outbox.store([self.deciding.poison(old, old_subject, reason, job)], what=f"poison event of {old}")
+        fold.poisoned.add(seq)
+        await outbox.store([self.deciding.poison(seq, subject, failure.reason, failure.job)],
+                           what=f"poison event of {seq}")
+        fold.applied = seq
+
+    # ------------------------------------------------------------------ the session's surroundings
+
+    async def _rebuild(self, floor: int) -> None:
+        await self.rebuilder.rebuild(floor)
 
     def _layout(self, count: int) -> parts.Partition:
         """The part of VCBUS_K8S this decider folds, the stream having `count` partitions."""
@@ -290,29 +376,30 @@ class Decider(Rebuilding, Deciding, Storing):
         """Open the partition's durable consumer (`vcbus.bus.consumers`); return its ack floor and
         priority group, and note up to where records may have outputs stored already."""
         pos = await open_decider_consumer(
-            self.bus.nc, self.partition, self.bus.settings, max_ack_pending=self.batch * (self.depth + 2)
+            self.bus.nc, self.fold.partition, self.bus.settings,
+            max_ack_pending=self.batch * (self.outbox.depth + 2),
         )
-        self._careful_until = pos.delivered
+        self.outbox.careful_until = pos.delivered
         return pos.floor, pos.group
 
     async def _settle(self) -> None:
         """A clean stop with N > 1: move the ack floor to the decider's position, past the shared records
         decided after its partition's last record (else the next start decides them again, harmlessly)."""
-        if not self.partition.whole and not self._flights:
+        if not self.fold.partition.whole and not self.outbox.flights:
             await self._reset()
 
     async def _reset(self) -> None:
         """Redeliver what a crashed run had received but not acked now, not after AckWait."""
         try:
-            await self.js.reset_consumer(s.K8S_STREAM, self.partition.consumer, seq=self.applied + 1)
+            await self.js.reset_consumer(s.K8S_STREAM, self.fold.partition.consumer, seq=self.fold.applied + 1)
         except Exception as err:  # servers before 2.14 have no reset; order is kept anyway (`_handle`)
             log.debug("decider: consumer reset unavailable (%s); relying on redelivery", err)
 
     async def _caught_up(self) -> bool:
         if isinstance(self._puller, Merger):  # the stream's last record may be another partition's
             return await self._puller.caught_up()
-        if not self.partition.whole:  # a consumer of some records only (vcbus.bus.queueing)
-            info = await self.js.consumer_info(s.K8S_STREAM, self.partition.consumer)
+        if not self.fold.partition.whole:  # a consumer of some records only (vcbus.bus.queueing)
+            info = await self.js.consumer_info(s.K8S_STREAM, self.fold.partition.consumer)
             return not info.num_pending and not info.num_ack_pending
         info = await self.js.stream_info(s.K8S_STREAM)
-        return self.applied >= int(info.state.last_seq or 0)
+        return self.fold.applied >= int(info.state.last_seq or 0)

@@ -68,6 +68,7 @@ from vcbus.bus import subjects as s
 from vcbus.bus.cloudevents import MSG_ID
 from vcbus.bus.connecting import Bus
 from vcbus.bus.decider import Decider
+from vcbus.bus.deciding import Deciding
 from vcbus.bus.publisher import Prepared
 from vcbus.bus.verdicts import Verdicts, partition_of
 
@@ -121,8 +122,25 @@ class QueueRole(parts.Partition):
         return False
 
 
+class QueueDeciding(Deciding):
+    """The role's records into messages: poison events of component `queues`, output ids `<seq>:q<index>`."""
+
+    component = COMPONENT
+
+    def messages(self, seq: int, outs: list, *, prepare: bool) -> tuple:
+        result = super().messages(seq, outs, prepare=prepare)
+        if not prepare:
+            return result
+        if isinstance(result, bigrecords.Split):  # more than one batch: rare here, but correct
+            result = result.lists()
+        commands, events = result
+        return [_queue_id(m) for m in commands], [_queue_id(m) for m in events]
+
+
 class QueueDecider(Decider):
     """The queue role's decider: `role_engine()` over the records of `QueueRole`."""
+
+    deciding_kind = QueueDeciding  # its records into messages
 
     def __init__(self, bus: Bus, **options) -> None:  # noqa: ANN003 - Decider's options
         options.pop("engine", None)
@@ -160,7 +178,7 @@ class QueueDecider(Decider):
         if seq > self.applied and part is not None and seq not in self.poisoned:
             assert self.verdicts is not None
             if not self.verdicts.known(part, seq):
-                await self._send()  # what was decided before it need not wait with it
+                await self.outbox.send(self.applied)  # what was decided before it need not wait with it
             if not await self.verdicts.decided(part, seq):
                 self._stop.set()
                 return
@@ -176,24 +194,8 @@ class QueueDecider(Decider):
                 return
         await super()._decide_live(seq, subject, data, headers)
 
-    def _poison(self, seq: int, subject: str, reason: str, job: str) -> Prepared:
-        event = p.poison_event(
-            component=COMPONENT, stream=s.K8S_STREAM, sequence=seq, subject=subject, reason=reason, job=job,
-            now=self.clock(),
-        )
-        return p.poison_message(event, source=self.bus.settings.ce_source)
-
     def _fresh_engine(self) -> Engine:
         return role_engine()
-
-    def _messages(self, seq: int, outs: list, *, prepare: bool) -> tuple:  # type: ignore[override]
-        result = super()._messages(seq, outs, prepare=prepare)
-        if not prepare:
-            return result
-        if isinstance(result, bigrecords.Split):  # more than one batch: rare here, but correct
-            result = result.lists()
-        commands, events = result
-        return [_queue_id(m) for m in commands], [_queue_id(m) for m in events]
 
 
 def _queue_id(msg: Prepared) -> Prepared:

@@ -26,7 +26,7 @@ The first call goes first. `offer` returns the first command's result (a
 future), and the decider sends the flight once it is over, or after
 `vcbus.bus.decider.AHEAD_HOLD`: the flight's durable writes, their deliveries
 and the next records' decisions would otherwise share the machine with the
-reaction's first API requests and slow them (`Storing._send`).
+reaction's first API requests and slow them (`vcbus.bus.storing.Outbox.send`).
 
 What it changes in guarantees: a write to Kubernetes can now happen before
 the command that explains it is stored. It is stored a moment later; if the
