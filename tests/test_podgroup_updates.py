@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from statemachines import outputs as o
-from tools.simulate import SimCluster
+from vcbus.simulate import SimCluster
 
 JOB = {
     "metadata": {"name": "scaler"},

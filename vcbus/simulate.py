@@ -15,8 +15,7 @@ from __future__ import annotations
 import copy
 import zlib
 from collections import deque
-from collections.abc import Callable
-from typing import Any
+from typing import Any, Callable
 
 import msgspec
 
