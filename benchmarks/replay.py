@@ -118,7 +118,7 @@ def job_manifest(i: int) -> dict:
 
 
 def generate(path: pathlib.Path, jobs: int, *, wave: int = 50) -> None:
-    from vcbus.simulate import SimCluster
+    from tools.simulate import SimCluster
 
     tmp = path.with_suffix(".tmp")
     with open(tmp, "wb") as fh:

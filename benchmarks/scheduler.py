@@ -34,8 +34,8 @@ Figures:
   each against the job's own pods (nodes are in three zones): first and steady session, scaling;
 - with `--services`, the services mix (`services` in the JSON): the plain snapshot plus a headless
   Service per job selecting its pods (`volcano.sh/job-name`, as the svc plugin's), so every pod gets
-  the system-default topology spreading score, and every task is placed by scanning the nodes:
-  first session, scaling.
+  the system-default topology spreading score, and every task is placed through the node index's
+  per-zone trees (`NodeIndex.choose_spread`): first session, scaling.
 
 The floor is the issue's: 1,000 pods scheduled per second, so `ratio = pods_per_s / 1000`
 (target >= 1).
@@ -370,7 +370,7 @@ def main() -> None:
     print(f"  half size       {c['half']['first_session_s']:>8.3f} s   scaling exponent {c['scaling_exponent']}")
     if args.services:
         v = f["services"]
-        print("services mix (a headless Service per job: every pod default-spread, placed by a node scan):")
+        print("services mix (a headless Service per job: every pod default-spread):")
         print(f"  first session   {v['first_session_s']:>8.3f} s   {v['first_session_binds']:>6} binds   "
               f"{v['pods_per_s']:>9,.0f} pods/s   ratio {v['ratio']:.3f}; CPU {v['first_session_cpu_s']:.3f} s")
         print(f"  half size       {v['half']['first_session_s']:>8.3f} s   scaling exponent {v['scaling_exponent']}")

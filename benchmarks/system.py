@@ -9,7 +9,7 @@ What runs, each as it runs for a user:
 - `vcbus up --service decider --service projector --service scheduler` over a
   fresh --data-dir: vcbus's embedded nats-server (JetStream, fsync always) and
   every bus service in one process, as `vcbus up` runs them;
-- this process plays the cluster, live: `vcbus.simulate.SimCluster` is the API
+- this process plays the cluster, live: `tools.simulate.SimCluster` is the API
   server and the kubelets. Its watch records (nodes, the queue, vcjobs, pods,
   PodGroups, status writes) are published into VCBUS_K8S as the bridge would
   publish them, and the commands vcbus stores on VCBUS_CMDS are applied to it as
@@ -64,9 +64,9 @@ sys.path.insert(0, str(ROOT))
 import msgspec  # noqa: E402
 
 from statemachines import outputs as o  # noqa: E402
+from tools.simulate import SimCluster  # noqa: E402
 from vcbus.bus import subjects as s  # noqa: E402
 from vcbus.bus.publisher import Publisher, prepare  # noqa: E402
-from vcbus.simulate import SimCluster  # noqa: E402
 
 TEMPLATE = {
     "spec": {

@@ -4,7 +4,7 @@
 
 Each log is what `kubectl get vcjob,pods,podgroups,queues,commands -A --watch
 --output-watch-events -o json` prints while a scenario runs, recorded on
-vcbus's simulated cluster (`vcbus.simulate`): the API server, the scheduler and
+vcbus's simulated cluster (`tools.simulate`): the API server, the scheduler and
 the kubelets are simulated; the controller's status writes are those vcbus
 decides, written the way Volcano writes them. No real Volcano cluster was
 available to record them (see docs/fidelity.md).
@@ -18,7 +18,7 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from vcbus.simulate import SimCluster  # noqa: E402
+from tools.simulate import SimCluster  # noqa: E402
 
 HERE = pathlib.Path(__file__).resolve().parent
 NS = "default"

@@ -77,7 +77,7 @@ async def test_decider_restart_from_a_snapshot_equals_a_full_fold(bus_settings, 
         # the newest is damaged: the older one (mid-way, before the ack floor) serves
         await rewrite(bus, names[0][1], lambda b: b[:-7])
         await publish_file(settings, second)
-        caplog.set_level(logging.WARNING, logger="vcbus.snapshots")
+        caplog.set_level(logging.WARNING, logger="vcbus.statesnap")
         two = Decider(bus, clock=lambda: EARLY)
         stats2 = await two.run(until_idle=True)
     older = names[1][0]
@@ -164,7 +164,7 @@ async def test_decider_ignores_a_bad_snapshot_with_a_warning_and_refolds(bus_set
         ((seq, name),) = await snapshot_names(bus, "vcbus-decider")  # the clean stop's
         assert seq == one.applied
         await rewrite(bus, name, change)
-        caplog.set_level(logging.WARNING, logger="vcbus.snapshots")
+        caplog.set_level(logging.WARNING, logger="vcbus.statesnap")
         two = Decider(bus, clock=lambda: EARLY)
         stats = await two.run(until_idle=True)
     assert stats.restored == 0 and stats.rebuilt == one.applied  # refolded from sequence 1
@@ -182,7 +182,7 @@ async def test_decider_ignores_a_snapshot_of_another_configuration(bus_settings,
         await Decider(bus, clock=lambda: EARLY).run(until_idle=True)
         other = dataclasses.replace(bus_settings, max_pods_per_job=5)
     async with open_bus(other) as bus:
-        caplog.set_level(logging.WARNING, logger="vcbus.snapshots")
+        caplog.set_level(logging.WARNING, logger="vcbus.statesnap")
         stats = await Decider(bus, clock=lambda: EARLY).run(until_idle=True)
     assert stats.restored == 0 and stats.rebuilt > 0
     assert any("config" in r.getMessage() and "ignored" in r.getMessage() for r in caplog.records)
@@ -228,7 +228,7 @@ async def test_projector_ignores_a_bad_snapshot_with_a_warning_and_refolds(bus_s
     async with open_bus(bus_settings) as bus:
         ((seq, name),) = await snapshot_names(bus, SNAPSHOT_OWNER)
         await rewrite(bus, name, change)
-        caplog.set_level(logging.WARNING, logger="vcbus.snapshots")
+        caplog.set_level(logging.WARNING, logger="vcbus.statesnap")
         two = Projector(bus)
         await two.run(until_idle=True)
         assert await verify(bus) == []

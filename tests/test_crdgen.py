@@ -22,9 +22,9 @@ import pytest
 import yaml
 
 from statemachines.admission.schema import JOB_SCHEMA, crd_defaults, schema_errors
-from vcbus.crdgen import generate
-from vcbus.crdgen.describe import Describer, DescriptionError
-from vcbus.crdgen.k8s import extract
+from tools.crdgen import generate
+from tools.crdgen.describe import Describer, DescriptionError
+from tools.crdgen.k8s import extract
 from vcbus.k8s.watching import KubeApiError, api_request
 
 REPO = pathlib.Path(__file__).resolve().parents[1]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from statemachines import outputs as o
-from vcbus.simulate import SimCluster
+from tools.simulate import SimCluster
 
 JOB = {
     "metadata": {"name": "scaler"},

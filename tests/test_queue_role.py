@@ -223,7 +223,7 @@ async def test_a_partition_snapshot_is_restored_only_into_an_engine_with_the_que
     is ignored (and refolded), and the other way round; a matching one is restored, controller still off."""
     settings = dataclasses.replace(bus_settings, partitions=2)
     await publish_file(settings, seed_log)
-    caplog.set_level("WARNING", logger="vcbus.snapshots")
+    caplog.set_level("WARNING", logger="vcbus.statesnap")
     async with open_bus(settings) as bus:
         on = ControllerOnDecider(bus, clock=lambda: FROZEN_EARLY, partition=0)
         await on.run(until_idle=True)  # a clean stop saves a snapshot

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from statemachines.scheduler.plugins.nodeorder import topology_spread
+from statemachines.scheduler.plugins.nodeorder import SpreadScorer
 from statemachines.scheduler.workloads import Workloads
 from tests.sched_builders import Cluster, node, pod, podgroup, queue
 from tests.test_sched_pod_scores import LOADED, binds, config, k8s_pod, session_task, spec
@@ -118,7 +118,8 @@ def four_nodes(zones: dict[str, str | None]) -> list[dict]:
 
 def scores(objects: list[dict], incoming: dict, candidates: list[str]) -> list[float] | None:
     ssn, task = session_task([*objects, incoming])
-    needed, score = topology_spread(ssn, 1)
+    scorer = SpreadScorer(ssn, 1)
+    needed, score = scorer.needed, scorer.score
     if not needed(task.fact):
         return None
     return score(task.fact, [ssn.nodes[n] for n in candidates])

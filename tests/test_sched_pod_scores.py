@@ -10,7 +10,7 @@ import pytest
 
 from statemachines.scheduler.actions.placement import batch_scores
 from statemachines.scheduler.config import DEFAULT_CONFIG, config_from_dict
-from statemachines.scheduler.plugins.nodeorder import pod_affinity, topology_spread
+from statemachines.scheduler.plugins.nodeorder import SpreadScorer, pod_affinity
 from statemachines.scheduler.session import open_session
 from tests.sched_builders import Cluster, node, pod, podgroup, queue
 
@@ -343,7 +343,7 @@ def test_normalized_spread_scores_match_kube_schedulers_test(constraints, existi
            for skew, key, selector in constraints]
     objects.append(spec(pod("pg-w-0", "pg", labels=incoming_labels), topologySpreadConstraints=tsc))
     ssn, task = session_task(objects)
-    _, score = topology_spread(ssn, 1)
+    score = SpreadScorer(ssn, 1).score
     assert score(task.fact, [ssn.nodes[name] for name in nodes]) == expected
 
 

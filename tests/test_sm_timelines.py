@@ -1,6 +1,6 @@
 """Reference §12: the worked timelines, end to end on the simulated cluster.
 
-`vcbus.simulate.SimCluster` plays API server, scheduler and kubelets: the
+`tools.simulate.SimCluster` plays API server, scheduler and kubelets: the
 engine's commands are applied, every change (the engine's status writes
 included) is a watch record fed back to the engine. Each step below is one
 row of the reference's tables.
@@ -11,7 +11,7 @@ from __future__ import annotations
 from statemachines import outputs as o
 from statemachines.model.timefmt import go_duration, parse
 from tests.builders import Outs, scenario
-from vcbus.simulate import SimCluster
+from tools.simulate import SimCluster
 
 NS = "default"
 

@@ -44,7 +44,7 @@ class Policy:
 
     def delay(self, failures: int) -> float:
         """The wait after the `failures`-th failure in a row."""
-        state = tenacity.RetryCallState(None, None, (), {})
+        state = tenacity.RetryCallState(None, None, (), {})  # type: ignore[arg-type]  # the waits read only attempt_number
         state.attempt_number = max(1, failures)
         return float(self.wait()(state))
 

@@ -1,6 +1,6 @@
 """A CRD structural schema applied as kube-apiserver 1.34 applies it: defaults first, then validation.
 
-The schemas are the generated `crd_schemas.json` (vcbus/crdgen, the same data as
+The schemas are the generated `crd_schemas.json` (tools/crdgen, the same data as
 deploy/crds/*.yaml), so the API server and `vcbus validate` check one source.
 
 Defaulting (`apply_defaults`) fills every absent or null property that has a

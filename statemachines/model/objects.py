@@ -9,7 +9,7 @@ as `msgspec.Raw` (their bytes): they are only decoded when a pod is rendered.
 
 from __future__ import annotations
 
-from typing import ClassVar, Union
+from typing import Union
 
 import msgspec
 from msgspec import Raw, Struct, field
@@ -273,19 +273,7 @@ class DaemonSet(Struct, frozen=True, tag_field="kind", tag="DaemonSet", rename="
     metadata: Meta = Meta()
 
 
-class BatchJob(Struct, frozen=True, rename="camel", gc=False):
-    """A `batch/v1` Job that owns a pod: what Volcano's podgroup controller reads of it, its annotations
-    (`getAnnotationsFromUpperRes`, case "Job"). Not in the decoders' union: its records have the vcjob's
-    `kind` and are told apart by `apiVersion` (statemachines.model.records)."""
-
-    api_version: str = ""
-    metadata: Meta = Meta()
-
-    OWNER_KIND: ClassVar[str] = "Job"  # the kind a pod's ownerReference names it by
-
-
-OWNER_KINDS = (ReplicaSet, StatefulSet, DaemonSet, BatchJob)
-BATCH_JOB_API_VERSION = "batch/v1"
+OWNER_KINDS = (ReplicaSet, StatefulSet, DaemonSet)
 
 KnownObject = Union[Job, Pod, PodGroup, Queue, Command, ReplicaSet, StatefulSet, DaemonSet]
 

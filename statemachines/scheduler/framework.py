@@ -80,6 +80,7 @@ class Session:
         self.score_cache: dict[tuple, dict[int, tuple[int, float]]] = {}
         # (needed(task fact) -> bool, score(task fact, nodes) -> weighted scores): normalized over the candidates
         self.batch_scorers: list[tuple[Callable[..., bool], Callable[..., list[float]]]] = []
+        self.spread_scorer: Any = None  # nodeorder's PodTopologySpread score (plugins.nodeorder.SpreadScorer)
         self.node_changes: list[int] = []  # every node change, by node index (NodeIndex syncs from it)
         self.indexes: dict[tuple, Any] = {}  # signature -> actions.nodeindex.NodeIndex
         self.signature_uses: dict[tuple, int] = {}
@@ -211,6 +212,14 @@ class Session:
             if needed(fact):
                 return True
         return False
+
+    def spread_scored_only(self, fact) -> bool:
+        """Whether the only score normalized over the candidates that applies to the task is
+        PodTopologySpread's (the node index answers for it through `spread_scorer`)."""
+        scorer = self.spread_scorer
+        if scorer is None or not scorer.needed(fact):
+            return False
+        return not any(score != scorer.score and needed(fact) for needed, score in self.batch_scorers)
 
     def fire_allocate(self, task: TaskState) -> None:
         for fn in self.allocate_handlers:

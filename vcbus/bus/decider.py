@@ -331,17 +331,17 @@ class Decider:
             await self._set_aside(seq, subject, result)
             return
         retry_of = (headers or {}).get(p.RETRY_OF)
-        retried = retry_of is not None and retry_of.isdigit()
+        original = int(retry_of) if retry_of is not None and retry_of.isdigit() else None  # `vcbus poison retry`
         if isinstance(result, bigrecords.Split):  # more outputs than one batch (vcbus.bus.bigrecords)
-            if retried:
-                result.events.extra.append(self.deciding.retried(seq, int(retry_of), subject, data))
+            if original is not None:
+                result.events.extra.append(self.deciding.retried(seq, original, subject, data))
             fold.applied = seq
             self.stats.decided += 1
             await outbox.store_big(seq, result, applied=seq)
             return
         commands, events = result
-        if retried and events is not None:
-            events.append(self.deciding.retried(seq, int(retry_of), subject, data))
+        if original is not None and events is not None:
+            events.append(self.deciding.retried(seq, original, subject, data))
         outbox.commands.extend(commands)
         outbox.events.extend(events)
         fold.applied = seq

@@ -54,7 +54,7 @@ from nats.js import api
 from nats.js.client import JetStreamContext
 from nats.js.errors import BucketNotFoundError, NotFoundError
 
-log = logging.getLogger("vcbus.snapshots")
+log = logging.getLogger("vcbus.statesnap")  # not vcbus.snapshots: the cluster snapshots of the offline scheduler
 
 BUCKET = "vcbus_snapshots"
 FORMAT = 1

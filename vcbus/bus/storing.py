@@ -35,6 +35,7 @@ import logging
 from collections.abc import Callable
 from typing import Protocol
 
+from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
@@ -67,7 +68,7 @@ class Counts(Protocol):
 class Outbox:
     """What the decider decided and has not stored yet, and every write it makes to the streams."""
 
-    def __init__(self, js: JetStreamContext, nc: object, counts: Counts, *, timeout: float, depth: int,
+    def __init__(self, js: JetStreamContext, nc: Client, counts: Counts, *, timeout: float, depth: int,
                  atomic: bool) -> None:
         self.js = js
         self.nc = nc

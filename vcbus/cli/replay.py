@@ -167,7 +167,7 @@ def replay(
     elif follow:
         if len(files) != 1 or files[0] == "-":
             raise UserError("--follow takes one FILE (standard input, -, is always followed)")
-        from vcbus.following import follow_lines
+        from vcbus.tailing import follow_lines
 
         path = files[0]
         open_input(path)[0].close()  # the same clear errors as without --follow

@@ -106,11 +106,18 @@ def allocate_tasks(
             break
         node = None
         nominated = task.fact.nominated
-        if not nominated and ssn.use_indexes and not ssn.batch_scored(task.fact):
-            if ssn.dynamic is None or not ssn.dynamic.applies(task.fact):
-                node = _indexed_choice(ssn, task)
-            else:
-                node = _masked_choice(ssn, task, search)
+        if not nominated and ssn.use_indexes:
+            fact = task.fact
+            if not ssn.batch_scored(fact):
+                if ssn.dynamic is None or not ssn.dynamic.applies(fact):
+                    node = _indexed_choice(ssn, task)
+                else:
+                    node = _masked_choice(ssn, task, search)
+            elif ssn.spread_scored_only(fact):
+                if ssn.dynamic is None or not ssn.dynamic.applies(fact):
+                    node = _spread_choice(ssn, task)
+                else:
+                    node = _masked_choice(ssn, task, search, spread=True)
         if node is None:
             candidates: list = []
             fit_errors: FitErrors | None = None
@@ -160,12 +167,20 @@ def _indexed_choice(ssn: Session, task: TaskState):
     return index.choose() if index is not None else None
 
 
-def _masked_choice(ssn: Session, task: TaskState, search: Search):
+def _spread_choice(ssn: Session, task: TaskState):
+    """The same for a task whose one score normalized over the candidates is PodTopologySpread's
+    (`NodeIndex.choose_spread`)."""
+    index = _index(ssn, task)
+    return index.choose_spread(task.fact, ssn.spread_scorer) if index is not None else None
+
+
+def _masked_choice(ssn: Session, task: TaskState, search: Search, *, spread: bool = False):
     """The same for a task whose filters depend on the pods placed so far: the index's answer without
     the nodes those filters fail and the nodes the error cache holds for the task's role; the
     failures among the nodes the scan would have examined go to the error cache as the scan puts
     them. None when the failing nodes cannot be listed (host ports, pod affinity), there is no
-    index yet or nothing fits: the caller scans."""
+    index yet or nothing fits: the caller scans. `spread`: the task's one normalized score is
+    PodTopologySpread's (`NodeIndex.choose_spread`)."""
     failing = ssn.dynamic.failing(task.fact)
     if failing is None:
         return None
@@ -179,7 +194,7 @@ def _masked_choice(ssn: Session, task: TaskState, search: Search):
     nodes = ssn.nodes
     if cached:
         excluded.update(nodes[name].index for name in cached)
-    node = index.choose(excluded)
+    node = index.choose_spread(task.fact, ssn.spread_scorer, excluded) if spread else index.choose(excluded)
     if node is None or not group:
         return node
     start, count = index.processed

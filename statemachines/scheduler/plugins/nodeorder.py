@@ -28,6 +28,7 @@ from statemachines.scheduler.config import PluginOption, arg_int
 from statemachines.scheduler.framework import Session
 from statemachines.scheduler.images import image_score
 from statemachines.scheduler.plugins.predicates import matches_term, pod_indexes, tolerates
+from statemachines.scheduler.plugins.spread import bounds, normalized
 from statemachines.scheduler.accounting import NodeState
 from statemachines.scheduler.state import TaskState
 
@@ -170,31 +171,31 @@ def pod_affinity(ssn: Session, weight: int):
     return interpod.scored, score
 
 
-def topology_spread(ssn: Session, weight: int):
+class SpreadScorer:
     """PodTopologySpread's score of the ScheduleAnyway constraints, the pod's own or the system-default
     ones (`podtopologyspread/scoring.go`): the raw scores, then its NormalizeScore (a node without
     the constraints' keys when they are required 0; otherwise 100 * (max + min - score) // max over
-    the others, 100 when the max is 0), times `weight`."""
-    spread = pod_indexes(ssn).spread()
+    the others, 100 when the max is 0), times `weight`. The session keeps it as `spread_scorer`: the
+    node index (actions/nodeindex.py) answers for a task only it scores, from the same pieces."""
 
-    def needed(fact) -> bool:
-        return spread.soft(fact) is not None
+    bounds = staticmethod(bounds)
 
-    def score(fact, nodes: list[NodeState]) -> list[float]:
-        raw = spread.raw_scores(fact, nodes)
-        valid = [r for r in raw if r is not None]
-        low, high = min(valid, default=0), max(valid + [0])
-        out = []
-        for r in raw:
-            if r is None:
-                out.append(0.0)
-            elif high == 0:
-                out.append(float(MAX_SCORE * weight))
-            else:
-                out.append(float(MAX_SCORE * (high + low - r) // high * weight))
-        return out
+    def __init__(self, ssn: Session, weight: int) -> None:
+        self.spread = pod_indexes(ssn).spread()
+        self.weight = weight
 
-    return needed, score
+    def needed(self, fact) -> bool:
+        return self.spread.soft(fact) is not None
+
+    def extra(self, raw: int | None, low: int, high: int) -> float:
+        """One node's weighted score from its raw score and the candidates' bounds."""
+        return float(normalized(raw, low, high) * self.weight)
+
+    def score(self, fact, nodes: list[NodeState]) -> list[float]:
+        raw = self.spread.raw_scores(fact, nodes)
+        low, high = bounds(raw)
+        extra = self.extra
+        return [extra(r, low, high) for r in raw]
 
 
 def open_plugin(ssn: Session, option: PluginOption) -> None:
@@ -219,4 +220,5 @@ def open_plugin(ssn: Session, option: PluginOption) -> None:
         ssn.batch_scorers.append(pod_affinity(ssn, inter))
     spread = arg_int(args, "podtopologyspread.weight", 2)
     if spread:
-        ssn.batch_scorers.append(topology_spread(ssn, spread))
+        scorer = ssn.spread_scorer = SpreadScorer(ssn, spread)
+        ssn.batch_scorers.append((scorer.needed, scorer.score))

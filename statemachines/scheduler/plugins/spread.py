@@ -31,6 +31,7 @@ from statemachines.scheduler.workloads import HOSTNAME, SYSTEM_DEFAULT, Workload
 
 CONSTRAINTS = "node(s) didn't match pod topology spread constraints"
 MISSING_LABEL = CONSTRAINTS + " (missing required label)"
+MAX_SCORE = 100
 
 
 class NodeCounts:
@@ -56,6 +57,52 @@ class NodeCounts:
 
     def matches(self, fact) -> bool:
         return bool(self.selector) and fact.namespace == self.namespace and matches(self.selector, fact.labels)
+
+
+class SoftScore:
+    """The raw scores of one pod's ScheduleAnyway constraints over one set of candidates
+    (`TopologySpread.soft_score`)."""
+
+    __slots__ = ("keys", "terms")
+
+    def __init__(self, keys: tuple[str, ...], terms: list[tuple]) -> None:
+        self.keys = keys  # the keys a scored node must carry (when required)
+        self.terms = terms  # (key, domain counts or None for the hostname, node counts, weight, maxSkew - 1)
+
+    def raw(self, labels: dict[str, str], index: int | None) -> int | None:
+        """A node's raw score (None for a node without every key when they are required, which
+        NormalizeScore gives 0): the sum over the constraints whose key the node carries of the
+        matching pods in its domain times log(domains + 2), plus maxSkew - 1, rounded. `index`:
+        the node's, for a hostname constraint's count of its own pods (None: a node without any)."""
+        keys = self.keys
+        if keys and not all(k in labels for k in keys):
+            return None
+        score = 0.0
+        for key, domains, counts, weight, skew in self.terms:
+            value = labels.get(key)
+            if value is None:
+                continue
+            if domains is not None:
+                score += domains[value] * weight + skew
+            else:  # the hostname: the node's own pods
+                score += (counts[index] if index is not None else 0) * weight + skew
+        return math.floor(score + 0.5)  # Go's math.Round of a non-negative score
+
+
+def bounds(raw: list[int | None]) -> tuple[int, int]:
+    """(lowest, highest) of the raw scores NormalizeScore reads (the None ones left out; highest at least 0)."""
+    valid = [r for r in raw if r is not None]
+    return min(valid, default=0), max(valid + [0])
+
+
+def normalized(raw: int | None, low: int, high: int) -> int:
+    """PodTopologySpread's NormalizeScore of one node: 0 for a node without the required keys,
+    100 when the highest raw score is 0, else 100 * (highest + lowest - raw) // highest."""
+    if raw is None:
+        return 0
+    if high == 0:
+        return MAX_SCORE
+    return MAX_SCORE * (high + low - raw) // high
 
 
 class TopologySpread:
@@ -134,20 +181,26 @@ class TopologySpread:
 
     def raw_scores(self, fact, candidates: list) -> list[int | None] | None:
         """kube-scheduler's PreScore and Score (`podtopologyspread/scoring.go`) for the pod's
-        ScheduleAnyway constraints (`soft`) over the candidate nodes: per node (None for a node
-        without every constraint's key when they are required, which NormalizeScore gives 0), the
-        sum over the constraints whose key the node carries of the matching pods in its domain times
-        log(domains + 2), plus maxSkew - 1, rounded. A hostname constraint counts the node's own
-        pods, over as many domains as scored nodes; another counts, per value of the candidates
-        (the empty value for those without the key, when the keys are not required), the pods on
-        every node with that value that passes the constraint's inclusion policies (and carries
-        all the keys, when required). None when the pod has no such constraint."""
+        ScheduleAnyway constraints (`soft`) over the candidate nodes, per node (`SoftScore.raw`);
+        None when the pod has no such constraint."""
         found = self.soft(fact)
         if found is None:
             return None
+        prepared = self.soft_score(fact, found, [(node.fact.labels, 1) for node in candidates])
+        return [prepared.raw(node.fact.labels, node.index) for node in candidates]
+
+    def soft_score(self, fact, found: tuple[tuple[Spread, ...], bool], groups: list[tuple[dict, int]]) -> SoftScore:
+        """PreScore over candidate nodes given as (labels, how many nodes carry them): the scored
+        nodes are those carrying every constraint's key when the keys are required (`soft`'s
+        second answer), else all. A hostname constraint counts a node's own pods, over as many
+        domains as scored nodes; another counts, per value of the scored nodes (the empty value for
+        those without the key, when the keys are not required), the pods on every node with that
+        value that passes the constraint's inclusion policies (and carries all the keys, when
+        required)."""
         soft, require_all = found
         keys = tuple(dict.fromkeys(s.topology_key for s in soft)) if require_all else ()
-        scored = [node for node in candidates if all(k in node.fact.labels for k in keys)] if keys else candidates
+        scored = [(labels, n) for labels, n in groups if all(k in labels for k in keys)] if keys else groups
+        count = sum(n for _, n in scored)
         node_list = self.ssn.node_list
         terms = []
         for s in soft:
@@ -155,9 +208,9 @@ class TopologySpread:
             counts = matching.nodes
             key = s.topology_key
             if key == HOSTNAME:
-                terms.append((key, None, counts, math.log(len(scored) + 2), s.max_skew - 1))
+                terms.append((key, None, counts, math.log(count + 2), s.max_skew - 1))
                 continue
-            domains = dict.fromkeys((node.fact.labels.get(key, "") for node in scored), 0)
+            domains = dict.fromkeys((labels.get(key, "") for labels, _ in scored), 0)
             eligible = self._eligible_indexes(fact, keys, s.honor_affinity, s.honor_taints)
             for index in matching.nonzero:  # the nodes with matching pods: the others add 0
                 if index in eligible:
@@ -165,20 +218,20 @@ class TopologySpread:
                     if value in domains:
                         domains[value] += counts[index]
             terms.append((key, domains, counts, math.log(len(domains) + 2), s.max_skew - 1))
-        out: list[int | None] = []
-        for node in candidates:
-            labels = node.fact.labels
-            if keys and not all(k in labels for k in keys):
-                out.append(None)
-                continue
-            score = 0.0
-            for key, domains, counts, weight, skew in terms:
-                value = labels.get(key)
-                if value is None:
-                    continue
-                n = counts[node.index] if domains is None else domains[value]
-                score += n * weight + skew
-            out.append(math.floor(score + 0.5))  # Go's math.Round of a non-negative score
+        return SoftScore(keys, terms)
+
+    def partition(self, found: tuple[tuple[Spread, ...], bool]) -> tuple[tuple[str, bool], ...]:
+        """The labels a node's raw score reads apart from its own matching pods: (key, by value) per
+        constraint key, by presence only for a hostname constraint (each node its own domain)."""
+        return tuple((key, key != HOSTNAME) for key in dict.fromkeys(s.topology_key for s in found[0]))
+
+    def touched(self, fact, found: tuple[tuple[Spread, ...], bool]) -> set[int]:
+        """The nodes whose raw score their own matching pods change (a hostname constraint's counts):
+        every other node scores as any node with the same `partition` labels."""
+        out: set[int] = set()
+        for s in found[0]:
+            if s.topology_key == HOSTNAME:
+                out |= self._counts(fact.namespace, s.selector).nonzero
         return out
 
     def prepare(self, fact):

@@ -2,10 +2,10 @@
 
 Inputs (all in the repository, so generation needs no server and no network):
 
-* `deploy/crds/src/<plural>.yaml`: the Volcano fields (vcbus/crdgen/describe.py); `include: [FILE]`
+* `deploy/crds/src/<plural>.yaml`: the Volcano fields (tools/crdgen/describe.py); `include: [FILE]`
   adds another description's types (cronjobs.yaml: the job template's spec is jobs.yaml's JobSpec);
 * `deploy/crds/src/k8s-core-v1.json`: Kubernetes' schemas of the pinned version
-  (vcbus/crdgen/k8s.py; refreshed from a kube-apiserver with `--refresh-k8s`).
+  (tools/crdgen/k8s.py; refreshed from a kube-apiserver with `--refresh-k8s`).
 
 Outputs:
 
@@ -28,8 +28,8 @@ from typing import Any
 
 import yaml
 
-from vcbus.crdgen.describe import DescriptionError, Describer
-from vcbus.crdgen.k8s import Inliner
+from tools.crdgen.describe import Describer, DescriptionError
+from tools.crdgen.k8s import Inliner
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 SRC = REPO / "deploy" / "crds" / "src"
@@ -130,7 +130,7 @@ def refresh_k8s(kubeconfig: str) -> None:
     """Re-extract k8s-core-v1.json from the kube-apiserver of `kubeconfig` (a one-off, when the pin moves)."""
     from kubernetes import config
 
-    from vcbus.crdgen.k8s import dumps, extract
+    from tools.crdgen.k8s import dumps, extract
     from vcbus.k8s.watching import api_request
 
     client = config.new_client_from_config(config_file=kubeconfig)

@@ -10,7 +10,7 @@ per Go field with its kubebuilder markers. A field is `TYPE` or a mapping
   `duration` (metav1.Duration: a string), `time` (metav1.Time), `quantity`,
   `object` (anything, kept as sent);
 * `[]TYPE` (a list), `map[TYPE]` (string keys);
-* `k8s:<name>`: a Kubernetes type from the stored OpenAPI schemas (vcbus/crdgen/k8s.py);
+* `k8s:<name>`: a Kubernetes type from the stored OpenAPI schemas (tools/crdgen/k8s.py);
 * the name of another entry of `types` (a struct with `fields`, or a named scalar
   such as an enum, like Go's `type Event string` with its `+kubebuilder:validation:Enum`).
 
@@ -24,7 +24,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from vcbus.crdgen.k8s import QUANTITY_PATTERN, Inliner
+from tools.crdgen.k8s import QUANTITY_PATTERN, Inliner
 
 SCALARS: dict[str, dict[str, Any]] = {
     "string": {"type": "string"},

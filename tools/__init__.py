@@ -1,0 +1,8 @@
+"""Developer tooling beside the product, not shipped in the wheel (pyproject.toml's packages are
+vcbus, statemachines and projections; import-linter forbids them to import this).
+
+- `tools.simulate`: vcbus's simulated cluster (API server, scheduler and kubelets in one process),
+  which recorded `examples/*.json*` and drives the replay and system benchmarks and some tests;
+- `tools.crdgen`: deploy/crds/*.yaml and statemachines/admission/crd_schemas.json from
+  deploy/crds/src/ (`scripts/gen-crds.py`; tests/test_crdgen.py fails when they are not current).
+"""
