@@ -31,6 +31,8 @@ from typing import Callable, Iterable, Iterator, NamedTuple
 
 import msgspec
 
+from vcbus.compressed import compressed_message
+
 RECORD_HINT = (
     "record one with `vcbus record -A -o watch.log` (every kind, merged), or with "
     "`kubectl get <kind> -A --watch --output-watch-events -o json > <kind>.log` per kind "
@@ -38,6 +40,7 @@ RECORD_HINT = (
 )
 
 _YAML_KEY = re.compile(rb'^(?:"[^"]*"|[A-Za-z_][\w.-]*)\s*:(?:\s|$)')
+_CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f]")  # in no text kubectl writes (tab, CR, ESC are)
 _KUBECTL_ERROR = re.compile(rb"^(?:error: |Error from server|Error: |W\d{4} |E\d{4} )")
 _generic = msgspec.json.Decoder()
 _encode = msgspec.json.Encoder().encode
@@ -74,7 +77,20 @@ def sniff(first: bytes) -> str | None:
     return None
 
 
-def unusable_message(source: str, first: bytes) -> str:
+def unusable_message(source: str, first: bytes, *, stdin: bool = True) -> str:
+    """Why an input whose first line is `first` is no watch log, and what to give instead (`stdin`: the
+    command reads standard input too)."""
+    compressed = compressed_message(source, first, "a watch log", "vcbus replay", stdin=stdin)
+    if compressed is not None:
+        return compressed
+    try:
+        first.decode("utf-8")
+        control = _CONTROL.search(first)
+        why = f"a control character, byte 0x{control.group()[0]:02x}" if control else ""
+    except UnicodeDecodeError as err:
+        why = f"not UTF-8: {err.reason} at byte {err.start}"
+    if why:
+        return f"{source}: binary data ({why}), not a watch log: {RECORD_HINT}"
     text = first.decode(errors="replace")
     shown = text if len(text) <= 80 else text[:77] + "..."
     if _KUBECTL_ERROR.match(first):

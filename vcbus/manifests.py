@@ -24,17 +24,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import click
 import yaml
 
+from vcbus.compressed import compressed_message
 from vcbus.errors import UserError
 from vcbus.guarded_yaml import MAX_DEPTH, MAX_DOCUMENT_BYTES, YamlObject, yaml_objects
 
 MAX_FILE_BYTES = 64 * 1024 * 1024
 """Largest manifest file read (a List of thousands of jobs fits; a larger file is not a manifest)."""
 
-_COMPRESSED = {b"\x1f\x8b": ("gzip", "gunzip -c"), b"BZh": ("bzip2", "bunzip2 -c"), b"\xfd7zXZ\x00": ("xz", "xz -dc"),
-               b"\x28\xb5\x2f\xfd": ("zstd", "zstd -dc"), b"PK\x03\x04": ("zip", "unzip -p")}
 _JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 
 
@@ -103,15 +101,9 @@ def read_bytes(path: str) -> bytes:
 def read_text(path: str) -> str:
     """The file as text; compressed or binary data is refused with what it is and what to give instead."""
     data = read_bytes(path)
-    for magic, (kind, command) in _COMPRESSED.items():
-        if data.startswith(magic):
-            shown = "FILE" if path == "-" else path
-            context = click.get_current_context(silent=True)
-            name = context.command_path if context is not None else "vcbus validate"
-            raise ManifestError(
-                f"{path}: {kind}-compressed data, not a YAML or JSON manifest: decompress it first"
-                f" (`{command} {shown} | {name} -`)"
-            )
+    compressed = compressed_message(path, data, "a YAML or JSON manifest", "vcbus validate")
+    if compressed is not None:
+        raise ManifestError(compressed)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:

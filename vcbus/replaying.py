@@ -51,6 +51,7 @@ from statemachines.model.record_time import object_time
 from statemachines.model.cronjob import CronJobRecord
 from statemachines.model.jobflow import FlowRecord
 from statemachines.model.records import Ignored, Observed, TimerRecord
+from statemachines.scheduler.objects import API_VERSIONS as SCHEDULER_READS  # the kinds the scheduler folds
 from statemachines.model.timefmt import fmt, normalize, parse
 from vcbus.errors import UserError
 from vcbus.logmarks import synced_first, watch_error
@@ -91,6 +92,7 @@ class ReplayResult:
         self.counts = counts
         self.problems: list[str] = []
         self.kinds: dict[type, bool] = {}  # the object classes the log has records of
+        self.ignored_kinds: dict[str, int] = {}  # records the engine ignores, by kind (Ignored.kind)
         self.interrupted = False
         self.merged = False
         self.unordered: str | None = None  # out of order across kinds, and replayed in input order (live)
@@ -103,6 +105,17 @@ class ReplayResult:
         return build_report(
             self.counts, self.history, self.statuses, job=job, explain=explain, pending_timers=pending
         )
+
+    def foreign(self) -> str:
+        """What the log holds when it holds no record of a kind vcbus reads (`2 Deployment, 1 apps/v1
+        DaemonSet`), else "": nothing the job engine acts on, nothing only the scheduler reads."""
+        if self.kinds or self.counts.invalid or not self.ignored_kinds:
+            return ""
+        if any(kind in SCHEDULER_READS or kind in ("BOOKMARK", "ERROR") for kind in self.ignored_kinds):
+            return ""
+        if self.counts.events > sum(self.ignored_kinds.values()):  # timers, CronJobs, JobFlows
+            return ""
+        return ", ".join(f"{n} {kind}" for kind, n in sorted(self.ignored_kinds.items(), key=lambda kv: -kv[1]))
 
     def missing_kinds(self, report: dict) -> list[str]:
         """What a job needs that the log has no record of at all, and what that distorts."""
@@ -521,6 +534,8 @@ class _Fold:
             if self.checking and decoded.time is None and self.order.check(kind, rv, seq):  # type: ignore
                 self.out_of_order()
         elif cls is Ignored:
+            ignored = self.result.ignored_kinds
+            ignored[decoded.kind] = ignored.get(decoded.kind, 0) + 1  # type: ignore[attr-defined]
             if decoded.kind == "ERROR":  # type: ignore[attr-defined]
                 replay.warn(watch_error(replay.source, seq, data))
             elif seq == self.list_end:  # the initial list's end: from here on, etcd's order

@@ -17,6 +17,7 @@ from vcbus.bus.connecting import open_bus
 from vcbus.bus.decider import Decider
 from vcbus.bus.projector import Projector
 from vcbus.bus.publisher import publish_records
+from vcbus.cli.publish import checked_input
 from vcbus.bus.reading import read_bucket, read_stream
 from vcbus.cli.status import print_table
 from vcbus.cli.replay import warn
@@ -70,6 +71,8 @@ def demo(file: str | None, keep: bool, data_dir: pathlib.Path | None) -> None:
         raise UserError(f"{path}: no such file")
     if data_dir is not None and not keep:
         raise UserError("--data-dir is the store --keep keeps: add --keep (without it the demo's store is temporary)")
+    with open(path, "rb") as fh:
+        checked_input(fh, str(path), stdin=False)  # no watch log at all (empty, compressed, other kinds): say so, exit 2
     if keep:
         store = from_flags(None, data_dir).data_dir
         store.mkdir(parents=True, exist_ok=True)

@@ -21,6 +21,7 @@ from vcbus.errors import UserError
 from vcbus.logmerge import in_etcd_order
 from vcbus.settings import BusSettings, bus_options, from_flags
 from vcbus.watchlog import open_input
+from vcbus import logforms
 
 HELP = """Publish a recorded watch log into the bus (stream VCBUS_K8S), for the decider to decide.
 
@@ -71,14 +72,32 @@ def publish(file: str, fmt: str | None, nats_url: str | None, data_dir: pathlib.
     stream, source = open_input(file)
     try:
         data = spooled_input(stream)
-        check_log(data, source)  # undecodable records fail before any connection
-        data.seek(0)
+        checked_input(data, source)  # no log at all, or undecodable records: fail before any connection
         pub, checked = asyncio.run(_publish(settings, data, source, require_empty=False,
                                             command=f"vcbus publish {file}", reorder=True))
     finally:
         if stream is not sys.stdin.buffer:
             stream.close()
     print_result(published(pub, checked, source), fmt)
+
+
+def checked_input(data: BinaryIO, source: str, *, stdin: bool = True) -> LogCheck:
+    """`check_log` of a seekable input (left at its start), after refusing what is no watch log at all:
+    compressed or binary data, kubectl's table output, an empty input, records of no kind vcbus reads
+    (a file of Deployments). One `error:` line saying what the input is and how to record a log (exit 2)."""
+    head = data.read(64 * 1024)
+    data.seek(0)
+    first = next((line.strip() for line in head.splitlines() if line.strip()), b"")
+    if first and logforms.sniff(first) is None:
+        raise UserError(logforms.unusable_message(source, first, stdin=stdin))
+    checked = check_log(data, source)
+    data.seek(0)
+    if not checked.records:
+        raise UserError(f"{source}: no watch records in it (empty, or only blank lines): {logforms.RECORD_HINT}")
+    if not checked.publishable:
+        raise UserError(f"{source}: holds {checked.records} record(s), none of a kind vcbus reads (vcjobs, pods, "
+                        f"podgroups, queues, commands, nodes...): {logforms.RECORD_HINT}")
+    return checked
 
 
 async def _publish(

@@ -90,6 +90,20 @@ def _redirected() -> bool:
         return False
 
 
+def _refuse_foreign(result, source: str, *, whole: bool) -> None:
+    """An input with no record at all (`whole`: read to its end), or none of a kind vcbus reads (a file of
+    Deployments), is bad input: say what it holds and how to record a log (exit 2)."""
+    from vcbus.logforms import RECORD_HINT
+
+    counts = result.counts
+    if whole and not counts.events and not counts.invalid:
+        raise UserError(f"{source}: no watch records in it (empty, or only blank lines and comments): {RECORD_HINT}")
+    held = result.foreign()
+    if held:
+        raise UserError(f"{source}: holds {held} record(s), none of a kind vcbus replays (vcjobs, pods, podgroups, "
+                        f"queues, commands, or what the scheduler reads: nodes, priorityclasses...): {RECORD_HINT}")
+
+
 def _interrupt(*_: object) -> None:
     """SIGTERM (`kill`, `timeout`, a pod's stop) ends a live replay as Ctrl-C does: the report, then 130."""
     raise KeyboardInterrupt
@@ -221,6 +235,8 @@ def replay(
     for msg in problems:
         click.echo(f"warning: skipped {msg}", err=True)
     source = ", ".join(s for _, s in streams)
+    if nats is None and not result.interrupted:
+        _refuse_foreign(result, source, whole=stop.seq is None and stop.time is None)
     report = result.report(job=job_key, explain=explain)
     if not result.interrupted:
         for message in result.missing_kinds(report):
