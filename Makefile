@@ -97,7 +97,7 @@ docs: $(STAMP)
 	$(BIN)/python -c "from statemachines.jobflows.diagram import document; print(document(), end='')" > docs/statemachines/jobflow.md
 	$(BIN)/python -m vcbus.bus.schemas
 	$(BIN)/python -m vcbus.bus.asyncapi
-	$(BIN)/python -m vcbus.replay_schema
+	$(BIN)/python -m tools.replay_schema
 
 # The screenshot in docs/replay.md, taken with the headless chromium the tests use.
 docs-images: $(STAMP) browser

@@ -12,7 +12,7 @@ from tests.test_engine_cronjobs import NAME, cronjob_bytes, vcjob_bytes
 from tests.test_jobflow_controller import failing_middle
 from tests.test_replay_cli import SEED, vcbus
 from tests.test_replay_why import _validate
-from vcbus.replay_schema import SCHEMA_PATH
+from tools.replay_schema import SCHEMA_PATH
 
 
 def write(tmp_path, name, records) -> str:

@@ -16,7 +16,7 @@ from statemachines.job.handling import Check
 from statemachines.model.objects import Job
 from statemachines.model.status import JobState, JobStatus
 from tests.test_replay_cli import records, replay_json, vcbus, write_jsonl
-from vcbus.replay_schema import SCHEMA_PATH, render
+from tools.replay_schema import SCHEMA_PATH, render
 from vcbus.replaying import replay_stream
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -244,7 +244,7 @@ def _validate(value, schema: dict, root: dict, path: str = "$") -> list[str]:
 
 
 def test_schema_in_docs_is_generated_from_the_report_types():
-    assert SCHEMA_PATH.read_text() == render(), "run: .venv/bin/python -m vcbus.replay_schema"
+    assert SCHEMA_PATH.read_text() == render(), "run: .venv/bin/python -m tools.replay_schema"
 
 
 @pytest.mark.parametrize("path", ALL_EXAMPLES, ids=lambda p: p.name)

@@ -5,4 +5,6 @@ vcbus, statemachines and projections; import-linter forbids them to import this)
   which recorded `examples/*.json*` and drives the replay and system benchmarks and some tests;
 - `tools.crdgen`: deploy/crds/*.yaml and statemachines/admission/crd_schemas.json from
   deploy/crds/src/ (`scripts/gen-crds.py`; tests/test_crdgen.py fails when they are not current).
+- `tools.replay_schema`: docs/schemas/replay/report.json, the JSON Schema of `vcbus replay --json`, from
+  typed descriptions of the report (`make docs`; tests/test_replay_why.py fails when it is not current).
 """

@@ -10,7 +10,7 @@ output.
 Keys the report only sometimes has are optional (not `required`). The schema
 does not forbid other keys: the contract says new keys may be added.
 
-    .venv/bin/python -m vcbus.replay_schema      # rewrite docs/schemas/replay/report.json (make docs)
+    .venv/bin/python -m tools.replay_schema      # rewrite docs/schemas/replay/report.json (make docs)
 """
 
 from __future__ import annotations
