@@ -9,7 +9,7 @@ as `msgspec.Raw` (their bytes): they are only decoded when a pod is rendered.
 
 from __future__ import annotations
 
-from typing import Union
+from typing import ClassVar, Union
 
 import msgspec
 from msgspec import Raw, Struct, field
@@ -273,9 +273,22 @@ class DaemonSet(Struct, frozen=True, tag_field="kind", tag="DaemonSet", rename="
     metadata: Meta = Meta()
 
 
-OWNER_KINDS = (ReplicaSet, StatefulSet, DaemonSet)
+class BatchJob(Struct, frozen=True, rename="camel", gc=False):
+    """A `batch/v1` Job that owns a pod: what Volcano's podgroup controller reads of it, its annotations
+    (`getAnnotationsFromUpperRes`, case "Job"). Not in the decoders' union: its records have the vcjob's
+    `kind` and are told apart by `apiVersion` (statemachines.model.records)."""
+
+    api_version: str = ""
+    metadata: Meta = Meta()
+
+    OWNER_KIND: ClassVar[str] = "Job"  # the kind a pod's ownerReference names it by
+
+
+OWNER_KINDS = (ReplicaSet, StatefulSet, DaemonSet, BatchJob)
+BATCH_JOB_API_VERSION = "batch/v1"
 
 KnownObject = Union[Job, Pod, PodGroup, Queue, Command, ReplicaSet, StatefulSet, DaemonSet]
+ObservedObject = Union[KnownObject, BatchJob]  # what an Observed record holds (a BatchJob: not decoded by tag)
 
 # The API groups whose objects we act on; the same `kind` in another group
 # (a `batch/v1` Job, say) is counted as ignored.

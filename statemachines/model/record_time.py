@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from statemachines.model.cronjob import CronJob
 from statemachines.model.jobflow import JobFlow, JobTemplate
-from statemachines.model.objects import Job, KnownObject, Meta, Pod
+from statemachines.model.objects import Job, Meta, ObservedObject, Pod
 from statemachines.model.timefmt import fmt, parse
 
 MAX_GRACE_SECONDS = 10 * 365 * 86400  # a grace period beyond this is taken as this (no time before year 1)
@@ -43,7 +43,7 @@ def deletion_requested(meta: Meta) -> str | None:
 _requested: dict[tuple[str, int], str] = {}
 
 
-def object_time(obj: KnownObject | CronJob | JobFlow | JobTemplate) -> str | None:
+def object_time(obj: ObservedObject | CronJob | JobFlow | JobTemplate) -> str | None:
     """When this version of the object was written, as far as the object tells; never a future time.
 
     The latest of: its creation, its `managedFields` times (the API server stamps

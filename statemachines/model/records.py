@@ -6,7 +6,7 @@ boundaries in files and streams, is `vcbus.watchlog`). One record decodes to:
 - `Observed`: a watch event of a kind the controller reads (Job, Pod, PodGroup,
   Queue, Command, and a pod's owners ReplicaSet, StatefulSet, DaemonSet), its object decoded into a view of `statemachines.model.objects`;
 - `Ignored`: a valid record of another kind, a BOOKMARK, or the same kind in
-  another API group (`batch/v1` Job);
+  another API group; a `batch/v1` Job is `Observed` as a `BatchJob`, a pod's owner;
 - `TimerRecord`: a delayed action firing, as the bus log stores it;
 - `CronJobRecord` (statemachines/model/cronjob.py): a watch event of a
   `batch.volcano.sh/v1alpha1` CronJob, with the time zones its schedule names
@@ -36,7 +36,14 @@ from statemachines.model.cronjob import API_VERSION as CRONJOB_API_VERSION
 from statemachines.model.cronjob import CronJobRecord
 from statemachines.model.jobflow import API_VERSION as FLOW_API_VERSION
 from statemachines.model.jobflow import FLOW_KINDS, FlowRecord, JobFlow
-from statemachines.model.objects import API_VERSIONS, KnownObject
+from statemachines.model.objects import (
+    API_VERSIONS,
+    BATCH_JOB_API_VERSION,
+    BatchJob,
+    KnownObject,
+    Meta,
+    ObservedObject,
+)
 from statemachines.model.timestamps import all_valid, checked, valid_time
 
 WATCH_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED"})
@@ -48,7 +55,7 @@ class RecordError(ValueError):
 
 class Observed(Struct, frozen=True, gc=False):
     type: str  # ADDED | MODIFIED | DELETED
-    object: KnownObject
+    object: ObservedObject
     time: str | None = None
     # timestamps that were not RFC 3339 and were treated as absent ("time: 'x' is not a time")
     notes: tuple[str, ...] = ()
@@ -117,6 +124,8 @@ def _decode(data: bytes) -> Decoded:
     obj = env.object
     kind = type(obj).__name__
     if obj.api_version and obj.api_version != API_VERSIONS[kind]:
+        if kind == "Job" and obj.api_version == BATCH_JOB_API_VERSION and env.type in WATCH_TYPES:
+            return _batch_job(env.type, obj.metadata, env.time)
         return Ignored(f"{obj.api_version} {kind}")
     if env.type not in WATCH_TYPES:
         if env.type == "BOOKMARK":
@@ -127,6 +136,21 @@ def _decode(data: bytes) -> Decoded:
     if kind in NAMESPACED and not obj.metadata.namespace:
         raise RecordError(f"{what(kind)} {obj.metadata.name!r} without metadata.namespace")
     return checked_times(Observed(env.type, obj, env.time))
+
+
+class _BatchEnvelope(Struct):
+    object: BatchJob
+
+
+_batch = msgspec.json.Decoder(_BatchEnvelope)
+
+
+def _batch_job(rtype: str, meta: Meta, when: object) -> Decoded:
+    """A `batch/v1` Job, a pod's owner (the podgroup controller reads its annotations); one without a name
+    or namespace is ignored, as any object vcbus does not act on."""
+    if not meta.name or not meta.namespace or not (when is None or isinstance(when, str)):
+        return Ignored(f"{BATCH_JOB_API_VERSION} Job")
+    return checked_times(Observed(rtype, BatchJob(BATCH_JOB_API_VERSION, meta), when))
 
 
 def what(kind: str) -> str:
@@ -171,6 +195,11 @@ def _slow_path(data: bytes, typed_error: Exception) -> Decoded:
         return _flow_record(data, kind, obj)
     if not isinstance(kind, str) or kind not in API_VERSIONS:  # a list or mapping as kind is no kind either
         return Ignored(str(kind)[:60] if kind else "object without kind")
+    if kind == "Job" and api_version == BATCH_JOB_API_VERSION:  # a spec the vcjob's view could not take
+        try:
+            return _batch_job(rtype, _batch.decode(data).object.metadata, value.get("time"))
+        except msgspec.DecodeError:
+            return Ignored(f"{api_version} {kind}")
     if api_version and api_version != API_VERSIONS[kind]:
         return Ignored(f"{api_version} {kind}")
     meta = obj.get("metadata")

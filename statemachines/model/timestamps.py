@@ -14,7 +14,7 @@ import re
 from msgspec.structs import replace
 
 from statemachines.model import timefmt
-from statemachines.model.objects import Job, KnownObject, Pod
+from statemachines.model.objects import Job, ObservedObject, Pod
 from statemachines.model.record_time import deletion_requested
 
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})?$")
@@ -44,7 +44,7 @@ def valid_time(ts: str) -> bool:
     return ok
 
 
-def all_valid(when: str | None, obj: KnownObject) -> bool:
+def all_valid(when: str | None, obj: ObservedObject) -> bool:
     """The fast path of `checked`: every timestamp of a record (its `time`, its object's) is fine
     (nearly always).
 
@@ -99,7 +99,7 @@ def all_valid(when: str | None, obj: KnownObject) -> bool:
 INVALID = "not RFC 3339"  # `object_time_if_valid`'s answer for a record with a bad timestamp (never a time)
 
 
-def object_time_if_valid(when: str | None, obj: KnownObject) -> str | None:
+def object_time_if_valid(when: str | None, obj: ObservedObject) -> str | None:
     """`all_valid` and `record_time.object_time` in one walk: the object's time, or `INVALID`.
 
     Replay decodes a record (where every timestamp is checked) and the engine then
@@ -194,7 +194,7 @@ def object_time_if_valid(when: str | None, obj: KnownObject) -> str | None:
     return best
 
 
-def checked(when: str | None, obj: KnownObject) -> tuple[str | None, KnownObject, list[str]]:
+def checked(when: str | None, obj: ObservedObject) -> tuple[str | None, ObservedObject, list[str]]:
     """A record's `time` and object with every timestamp that is not RFC 3339 treated as absent, each one noted.
 
     The record's `time` and the object's `creationTimestamp`, managedFields,
