@@ -941,8 +941,8 @@ def owner(kind: str, name: str, scheduler: str = "volcano", annotations: dict | 
 
 async def test_a_pods_owners_are_bridged_for_our_scheduler_and_pods_come_after_their_first_list(
         k8s, k8s_namespace, js):
-    """The podgroup controller reads a pod's ReplicaSet, StatefulSet or DaemonSet annotations: those
-    whose pod template is for the volcano scheduler reach the bus, and the pods listed at start-up
+    """The podgroup controller reads a pod's ReplicaSet, StatefulSet, DaemonSet or batch/v1 Job annotations:
+    those whose pod template is for the volcano scheduler reach the bus, and the pods listed at start-up
     come after the owners' first lists (a pod's PodGroup is built with its owner's annotations)."""
     api = k8s.api_client()
     ns = k8s_namespace
@@ -951,20 +951,25 @@ async def test_a_pods_owners_are_bridged_for_our_scheduler_and_pods_come_after_t
     await create(api, "replicasets", ns, owner("ReplicaSet", "theirs", scheduler="default-scheduler"))
     await create(api, "statefulsets", ns, owner("StatefulSet", "db"))
     await create(api, "daemonsets", ns, owner("DaemonSet", "agent"))
+    await create(api, "batchjobs", ns, {"apiVersion": "batch/v1", "kind": "Job", "metadata": {
+        "name": "pi", "annotations": mine}, "spec": {"suspend": True, "template": {"spec": {
+            "schedulerName": "volcano", "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}})
     listed = pod("web-abcde", None)
     listed["spec"]["schedulerName"] = "volcano"
     await create(api, "pods", ns, listed)
     async with bridge_running(js, api, ns) as bridge:
-        await wait_recs(js, ns, 4, timeout=60)
+        await wait_recs(js, ns, 5, timeout=60)
         await wait_settled(js, bridge, timeout=30)
         await patch(api, "replicasets", ns, "web", {"metadata": {"annotations": {"volcano.sh/x": "1"}}})
         await patch(api, "replicasets", ns, "theirs", {"metadata": {"annotations": {"volcano.sh/x": "1"}}})
         await delete(api, "statefulsets", ns, "db")
-        recs = await wait_recs(js, ns, 6, timeout=60)
-    assert sorted(r.short for r in recs[:3]) == [("ADDED", "DaemonSet", "agent"), ("ADDED", "ReplicaSet", "web"),
-                                                 ("ADDED", "StatefulSet", "db")]
-    assert recs[3].short == ("ADDED", "Pod", "web-abcde"), "the pod came before its owners' first list was in"
-    assert sorted(r.short for r in recs[4:]) == [("DELETED", "StatefulSet", "db"), ("MODIFIED", "ReplicaSet", "web")]
+        recs = await wait_recs(js, ns, 7, timeout=60)
+    assert sorted(r.short for r in recs[:4]) == [("ADDED", "DaemonSet", "agent"), ("ADDED", "Job", "pi"),
+                                                 ("ADDED", "ReplicaSet", "web"), ("ADDED", "StatefulSet", "db")]
+    assert recs[4].short == ("ADDED", "Pod", "web-abcde"), "the pod came before its owners' first list was in"
+    assert sorted(r.short for r in recs[5:]) == [("DELETED", "StatefulSet", "db"), ("MODIFIED", "ReplicaSet", "web")]
+    batch = next(r for r in recs if r.short == ("ADDED", "Job", "pi"))  # a batch/v1 Job: not on a vcjob's subject
+    assert batch.subject == f"vcbus.k8s.batchjob.{ns}.pi" and batch.record["object"]["apiVersion"] == "batch/v1"
     web = next(r for r in recs if r.short == ("ADDED", "ReplicaSet", "web"))
     assert web.subject.startswith("vcbus.k8s.replicaset.") and web.record["object"]["metadata"]["annotations"] == mine
     assert "theirs" not in {r.name for r in recs}

@@ -396,6 +396,8 @@ def _one_of_each(admin: client.ApiClient, ns: str) -> None:
         "replicas": 0, "serviceName": "watched", "selector": selector, "template": template}})
     apps.create_namespaced_daemon_set(ns, {"metadata": {"name": "watched"}, "spec": {
         "selector": selector, "template": template}})
+    client.BatchV1Api(admin).create_namespaced_job(ns, {"metadata": {"name": "watched"}, "spec": {  # batch/v1
+        "suspend": True, "template": {"spec": {**template["spec"], "restartPolicy": "Never"}}}})
     custom.create_namespaced_custom_object(JOB_GROUP, JOB_VERSION, ns, CRONJOBS, _cronjob("watched", job))
     custom.create_namespaced_custom_object(FLOW_GROUP, FLOW_VERSION, ns, "jobtemplates", _jobtemplate("watched", job))
     custom.create_namespaced_custom_object(FLOW_GROUP, FLOW_VERSION, ns, "jobflows", _jobflow("watched"))
@@ -723,6 +725,12 @@ def test_the_role_refuses_what_the_controller_never_does(k8s, deployed):
     _forbidden(apps_sa.create_namespaced_replica_set, ns, {"metadata": {"name": "x"}, "spec": {
         "selector": {"matchLabels": {"a": "x"}},
         "template": {"metadata": {"labels": {"a": "x"}}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}})
+    batch_sa = client.BatchV1Api(sa)  # batch/v1 Jobs likewise
+    _forbidden(batch_sa.read_namespaced_job, "watched", ns)
+    _forbidden(batch_sa.patch_namespaced_job, "watched", ns, {"metadata": {"annotations": {"x": "y"}}})
+    _forbidden(batch_sa.delete_namespaced_job, "watched", ns)
+    _forbidden(batch_sa.create_namespaced_job, ns, {"metadata": {"name": "x"}, "spec": {"template": {"spec": {
+        "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}})
     _forbidden(client.RbacAuthorizationV1Api(sa).list_cluster_role)
 
 

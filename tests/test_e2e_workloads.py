@@ -160,3 +160,43 @@ def test_a_deployment_with_the_min_member_annotation_is_a_gang_never_bound_where
 
     three_sessions_bind_nothing(sc, nats_server.url, pods, 3)  # and no BindPod decided
     print(f"PodGroup {name}: spec {pg['spec']}; condition {cond}")
+
+
+@pytest.mark.parametrize("scenario", [2], indirect=True)
+def test_a_batch_jobs_pods_get_one_podgroup_with_the_jobs_annotations_and_run(scenario):
+    """A batch/v1 Job annotated `scheduling.volcano.sh/group-min-member: "2"` (Volcano's pg-controller reads
+    a `Job` owner's annotations: getAnnotationsFromUpperRes, case "Job"): its two pods (made by the test,
+    as the Job controller would) share `podgroup-<the Job's uid>` of minMember 2, owned as the pods are,
+    with the Job's volcano.sh/ annotation, and run on the KWOK nodes."""
+    sc = scenario
+    ns = sc.ns
+    sc.wait("default queue created and Open", sc.default_queue_open)
+    notes = {"scheduling.volcano.sh/group-min-member": "2", "volcano.sh/owner-note": "from-the-job"}
+    spec = template("pi")["spec"] | {"restartPolicy": "Never"}
+    job = client.BatchV1Api(sc.api).create_namespaced_job(ns, {"metadata": {"name": "pi", "annotations": notes},
+                                                               "spec": {"parallelism": 2, "completions": 2,
+                                                                        "template": {"spec": spec}}})
+    labels = {"batch.kubernetes.io/controller-uid": job.metadata.uid, "batch.kubernetes.io/job-name": "pi",
+              "controller-uid": job.metadata.uid, "job-name": "pi"}
+    for suffix in ("x7k2p", "m4q9z"):
+        body = pod(f"pi-{suffix}", "pi", job, labels)
+        body["spec"]["restartPolicy"] = "Never"
+        sc.core.create_namespaced_pod(ns, body)
+    name = f"podgroup-{job.metadata.uid}"
+
+    def running():
+        ps = api_request(sc.api, "GET", f"/api/v1/namespaces/{ns}/pods").get("items") or []
+        pgs = sc.custom.list_namespaced_custom_object(SG, SV, ns, "podgroups")["items"]
+        pg = next((x for x in pgs if x["metadata"]["name"] == name), None)
+        ok = pg is not None and len(ps) == 2 and all(
+            (p["metadata"].get("annotations") or {}).get(GROUP_NAME) == name and p["status"].get("phase") == "Running"
+            for p in ps)
+        return (pg, ps, pgs) if ok else None
+
+    pg, ps, pgs = sc.wait("the Job's 2 pods annotated with its one PodGroup and Running", running)
+    assert len(pgs) == 1
+    assert pg["spec"]["minMember"] == 2 and pg["spec"]["minResources"]["requests.cpu"] == "2", pg["spec"]
+    assert pg["metadata"]["annotations"] == {"volcano.sh/owner-note": "from-the-job"}
+    assert [(r["apiVersion"], r["kind"], r["name"], r["uid"]) for r in pg["metadata"]["ownerReferences"]] == [
+        ("batch/v1", "Job", "pi", job.metadata.uid)]
+    assert {p["spec"]["nodeName"] for p in ps} <= set(sc.nodes)

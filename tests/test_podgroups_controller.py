@@ -14,7 +14,7 @@ import pytest
 
 from statemachines import outputs as o
 from statemachines.engine import Engine
-from statemachines.model.records import decode
+from statemachines.model.records import Observed, decode
 from tests.builders import record
 
 NS = "ns1"
@@ -350,3 +350,37 @@ SCALED = [
 @pytest.mark.parametrize("case,records,expected", SCALED, ids=[c[0] for c in SCALED])
 def test_an_owner_scaled_to_zero_has_its_podgroup_deleted(case, records, expected):
     assert deletes(records) == expected
+
+
+def batch_job(rtype: str = "ADDED", name: str = "pi", uid: str = "bj-uid", annotations: dict | None = None) -> bytes:
+    """A batch/v1 Job whose pods are for Volcano's scheduler (its kind is the vcjob's: told by apiVersion)."""
+    meta: dict[str, Any] = {"name": name, "namespace": NS, "uid": uid, "resourceVersion": "12",
+                            "creationTimestamp": "2026-12-01T09:59:00Z", "annotations": annotations or {}}
+    return record(rtype, {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta,
+                          "spec": {"parallelism": 2, "completions": 2, "backoffLimit": 6,
+                                   "template": {"spec": {"schedulerName": "volcano", "restartPolicy": "Never",
+                                                         "containers": [{"name": "c", "image": "x"}]}}},
+                          "status": {"active": 2, "startTime": "2026-12-01T09:59:00Z",
+                                     "conditions": [{"type": "Complete", "status": "True"}]}})
+
+
+BJ_REF = {"apiVersion": "batch/v1", "kind": "Job", "name": "pi", "uid": "bj-uid", "controller": True,
+          "blockOwnerDeletion": True}
+
+
+def test_a_batch_jobs_annotations_are_read_as_volcanos_case_job_reads_them():
+    """getAnnotationsFromUpperRes, case "Job": a batch/v1 Job's group-min-member and volcano.sh/ keys, one
+    PodGroup for the Job's pods (podgroup-<the Job's uid>), the Job's pods waiting for its record."""
+    notes = {"scheduling.volcano.sh/group-min-member": "2", "volcano.sh/custom-key": "v"}
+    decoded = decode(batch_job(annotations=notes))
+    assert isinstance(decoded, Observed) and type(decoded.object).__name__ == "BatchJob"
+    pg = created_after([batch_job(annotations=notes)], plain_pod("pi-abcde", owners=[BJ_REF]))
+    assert (pg["metadata"]["name"], pg["spec"]["minMember"]) == ("podgroup-bj-uid", 2)
+    assert pg["metadata"]["annotations"] == {"volcano.sh/custom-key": "v"}
+    assert pg["spec"]["minResources"] == cpus(2)
+    # a log that carries batch Jobs: a Job's pod before its Job's record waits for it
+    records = [batch_job(name="other", uid="o"), record("ADDED", plain_pod("pi-abcde", owners=[BJ_REF])),
+               batch_job(annotations=notes)]
+    engine = Engine()
+    decided = [[type(x).__name__ for x in engine.apply(seq, decode(data))] for seq, data in enumerate(records, 1)]
+    assert decided == [[], [], ["CreateWorkloadPodGroup", "AnnotatePodGroupName"]]

@@ -17,8 +17,8 @@ Both are keyed `<namespace>/<podgroup>`, the key the scheduler gives a PodGroup 
 so the create and the pods' annotations are applied in that order (one lane per key). A pod
 only ever changes when it is ADDED (Volcano registers no update handler for pods).
 
-The owners (`getAnnotationsFromUpperRes`, a live Get of each ReplicaSet, StatefulSet or DaemonSet
-the pod names): the fold keeps the annotations of the latest record of each, and builds the
+The owners (`getAnnotationsFromUpperRes`, a live Get of each ReplicaSet, StatefulSet, DaemonSet or
+batch/v1 Job the pod names): the fold keeps the annotations of the latest record of each, and builds the
 PodGroup with them (manifest.py). The watches of pods and of their owners are apart, so a pod can
 come before its owner, which Volcano's Get would have found: once the log has shown an owner of
 that kind, a pod whose controlling owner of that kind the log has not shown yet waits for it (its
@@ -62,9 +62,10 @@ class PodGroupController:
         self.gone: set[tuple[str, str, str]] = set()  # owners the log has shown DELETED: none to wait for
 
     def owner(self, rtype: str, obj: Any) -> None:
-        """A ReplicaSet, StatefulSet or DaemonSet record: keep its annotations; release its waiting pods."""
+        """A ReplicaSet, StatefulSet, DaemonSet or batch/v1 Job record: keep its annotations; release its
+        waiting pods."""
         meta = obj.metadata
-        kind = obj.__class__.__name__
+        kind = getattr(obj, "OWNER_KIND", obj.__class__.__name__)  # a BatchJob is the pods' "Job"
         self.owner_kinds.add(kind)
         in_ns = self.owners.setdefault(meta.namespace, {})
         if rtype == "DELETED":

@@ -57,7 +57,7 @@ COPIED_ANNOTATIONS = (PREEMPTABLE, COOLDOWN_TIME, REVOCABLE_ZONE)
 COPIED_LABELS = (PREEMPTABLE, COOLDOWN_TIME)
 MIN_MEMBER = "scheduling.volcano.sh/group-min-member"  # VolcanoGroupMinMemberAnnotationKey
 INHERITED_PREFIX = "volcano.sh/"  # scheduling/v1beta1 AnnotationPrefix
-OWNER_KINDS = ("ReplicaSet", "DaemonSet", "StatefulSet")  # getAnnotationsFromUpperRes (and "Job": not watched)
+OWNER_KINDS = ("ReplicaSet", "DaemonSet", "StatefulSet", "Job")  # getAnnotationsFromUpperRes ("Job": batch/v1)
 API_VERSION = "scheduling.volcano.sh/v1beta1"
 
 _decode_any = msgspec.json.Decoder()

@@ -126,8 +126,8 @@ def document() -> dict[str, Any]:
         "parameters": {
             "kind": {"description": "Lower-case kind: job, pod, podgroup, queue, command, node, priorityclass, "
                                         "namespace, persistentvolumeclaim, persistentvolume, storageclass, service, "
-                                        "replicationcontroller, replicaset, statefulset, daemonset, timer, bookmark, "
-                                        "error."},
+                                        "replicationcontroller, replicaset, statefulset, daemonset, batchjob (a batch/v1 Job), "
+                                        "cronjob, jobflow, jobtemplate, timer, bookmark, error."},
             "namespace": {"description": "The object's namespace, `_` for cluster-scoped objects."},
             "name": {"$ref": "#/components/parameters/name"},
         },

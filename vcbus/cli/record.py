@@ -141,7 +141,8 @@ def _counts(recorder) -> str:
 @click.option("--kind", "kinds", multiple=True, metavar="KIND",
               help="Only these kinds (repeatable; vcjobs, pods, podgroups, queues, commands, nodes, priorityclasses, "
                    "namespaces, persistentvolumeclaims, persistentvolumes, storageclasses, services, "
-                   "replicationcontrollers, replicasets, statefulsets, daemonsets, cronjobs, jobflows, jobtemplates; or "
+                   "replicationcontrollers, replicasets, statefulsets, daemonsets, batchjobs, cronjobs, jobflows, jobtemplates; "
+                   "or "
                    "their kubectl "
                    "short names).")
 @click.option("--selector", "-l", metavar="SELECTOR", help="A label selector, for every kind (e.g. app=train).")

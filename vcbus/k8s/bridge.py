@@ -95,7 +95,8 @@ from vcbus.k8s.watching import KubeApiError, ResourceWatcher, api_request, resou
 
 log = logging.getLogger("vcbus.bridge")
 
-OWNERS = ("replicasets", "statefulsets", "daemonsets")  # a pod's owners whose annotations the podgroup controller reads
+# a pod's owners whose annotations the podgroup controller reads (batchjobs: batch/v1 Jobs)
+OWNERS = ("replicasets", "statefulsets", "daemonsets", "batchjobs")
 VOLUMES = ("persistentvolumeclaims", "persistentvolumes", "storageclasses")  # the scheduler's volume checks
 SELECTING = ("services", "replicationcontrollers")  # their selectors (and OWNERS'): system-default spreading
 RESOURCES = ("vcjobs", "pods", "podgroups", "queues", "commands", "nodes", "priorityclasses", "namespaces", *VOLUMES,

@@ -130,6 +130,7 @@ RESOURCES: dict[str, ResourceKind] = {
         ResourceKind("replicasets", "apps", "v1", "replicasets", "ReplicaSet", True),
         ResourceKind("statefulsets", "apps", "v1", "statefulsets", "StatefulSet", True),
         ResourceKind("daemonsets", "apps", "v1", "daemonsets", "DaemonSet", True),
+        ResourceKind("batchjobs", "batch", "v1", "jobs", "Job", True),  # a batch/v1 Job (not a vcjob)
         # Volcano's CronJob (statemachines/cronjobs/)
         ResourceKind("cronjobs", "batch.volcano.sh", "v1alpha1", "cronjobs", "CronJob", True),
         # Volcano's JobFlow and JobTemplate (statemachines/jobflows/)
@@ -157,6 +158,7 @@ _ALIASES = {
     "replicaset": "replicasets", "rs": "replicasets", "replicasets.apps": "replicasets",
     "statefulset": "statefulsets", "sts": "statefulsets", "statefulsets.apps": "statefulsets",
     "daemonset": "daemonsets", "ds": "daemonsets", "daemonsets.apps": "daemonsets",
+    "batchjob": "batchjobs", "jobs.batch": "batchjobs",
     "cronjob": "cronjobs", "cronvcjob": "cronjobs", "cronvj": "cronjobs", "cronjobs.batch.volcano.sh": "cronjobs",
     "jobflow": "jobflows", "jf": "jobflows", "jobflows.flow.volcano.sh": "jobflows",
     "jobtemplate": "jobtemplates", "jt": "jobtemplates", "jobtemplates.flow.volcano.sh": "jobtemplates",
