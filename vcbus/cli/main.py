@@ -17,6 +17,7 @@ import sys
 import click
 
 from vcbus import exitcodes
+from vcbus.cli.examples import share_examples
 from vcbus.errors import UserError
 
 # name -> (module, short help). The short help is what `vcbus --help` lists without importing the module;
@@ -80,9 +81,11 @@ class LazyGroup(click.Group):
         scratch = click.Group()
         module.register(scratch)  # the module adds its command to a group of its own; this one takes it
         try:
-            return scratch.commands[name]
+            cmd = scratch.commands[name]
         except KeyError:
             raise RuntimeError(f"{self.lazy[name][0]} registers {sorted(scratch.commands)}, not {name!r}") from None
+        share_examples(cmd, f"vcbus {name}")  # a subcommand's --help shows its group's examples of it
+        return cmd
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """click's listing, with each command not yet imported shortened from `COMMANDS`' short help."""

@@ -43,7 +43,7 @@ and exits 2 at the end. `- < FILE` is read as FILE.
 
 \b
 Examples:
-  vcbus replay examples/resnet-dist-train.jsonl
+  vcbus replay examples/resnet-dist-train.json
   vcbus replay watch.log --job default/resnet-dist-train --explain
   vcbus replay watch.log --until 2026-11-30T08:05:00Z     # the state at that time
   vcbus replay watch.log --until 42                        # the state after record 42
