@@ -284,28 +284,32 @@ class NodeIndex:
         touched_raw = [(index, soft.raw(node_list[index].fact.labels, index)) for index in touched]
         low, high = scorer.bounds(list(class_raw.values()) + [raw for _, raw in touched_raw])
         extra = scorer.extra
-        entries = []  # (total, class or None, the class's extra score or the touched node's index)
+        entries = []  # (total, class or None, the class's extra score, its best leaf or the touched node's index)
         for c, raw in class_raw.items():
             e = extra(raw, low, high)
             class_spans = spans[c] = _without(spans[c], holes.get(c))
             top = max(trees[c].max_in(a, b) for a, b in class_spans)
-            entries.append((top[1] + e, c, e))
+            entries.append((top[1] + e, c, e, top))
         for index, raw in touched_raw:
-            entries.append((tree.leaf(index)[1][1] + extra(raw, low, high), None, index))
-        best = max(total for total, _, _ in entries)
+            entries.append((tree.leaf(index)[1][1] + extra(raw, low, high), None, 0.0, index))
+        best = max(entry[0] for entry in entries)
         winner = self.n
-        for total, c, x in entries:
+        for total, c, e, x in entries:
             if total != best:
                 continue
             if c is None:
                 index = x
             else:  # the smallest name among the class's untouched candidates whose total reaches the best
-                key = (gradient, _least_addend(best, x), -self.n)
-                for a, b in spans[c]:
-                    pos = trees[c].first_at_least(a, b, key)
-                    if pos is not None:
-                        index = partition.members[c][pos]
-                        break
+                least = _least_addend(best, e)
+                if least >= x[1]:  # only the best base does: the tree's own tie-break, the smallest name
+                    index = -x[2]
+                else:
+                    key = (gradient, least, -self.n)
+                    for a, b in spans[c]:
+                        pos = trees[c].first_at_least(a, b, key)
+                        if pos is not None:
+                            index = partition.members[c][pos]
+                            break
             if index < winner:
                 winner = index
         return node_list[winner]

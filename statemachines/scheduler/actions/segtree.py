@@ -53,20 +53,32 @@ class Tree:
 
     def replace(self, leaves: dict[int, tuple[int, tuple]]) -> dict[int, tuple[int, tuple]]:
         """Set leaves (position -> (feasible, value)) and their ancestors; returns what they held."""
+        count, best, idle, size = self.count, self.best, self.idle, self.size
         saved = {}
         parents: set[int] = set()
         for pos, (feasible, value) in leaves.items():
-            saved[pos] = self.leaf(pos)
-            self.set(pos, feasible, value, parents)
+            i = size + pos
+            saved[pos] = (count[i], best[i])
+            count[i] = feasible
+            best[i] = value
+            if idle is not None:
+                idle[i] = 1 if value[0] == 1 else 0
+            parents.add(i // 2)
         self.recompute(parents)
         return saved
 
     def recompute(self, parents: set[int]) -> None:
         """The ancestors of changed leaves, level by level."""
+        count, best, idle = self.count, self.best, self.idle
         while parents:
             above = set()
             for i in parents:
-                self._pull(i)
+                left = 2 * i
+                count[i] = count[left] + count[left + 1]
+                a, b = best[left], best[left + 1]
+                best[i] = a if a >= b else b
+                if idle is not None:
+                    idle[i] = idle[left] + idle[left + 1]
                 if i > 1:
                     above.add(i // 2)
             parents = above
