@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import signal
+import subprocess
+import sys
 
 import pytest
 
 from tests.fixtures_nats import decide_and_project, publish_file, stream_messages, vcbus_cli
+from tests.test_replay_live import Output
 from vcbus.bus import subjects as s
 
 pytestmark = pytest.mark.nats
@@ -75,3 +79,23 @@ async def test_output_forms_show_the_same_events(bus_settings, seed_log):
     assert [w.split("  id=")[1] for w in wide] == [f"{e['id']} source={e['source']}" for e in as_json]
     both = vcbus_cli(*base, "--json", "-o", "yaml")
     assert both.returncode == 2 and b"--json and -o yaml ask for different outputs" in both.stderr
+
+
+async def test_following_a_settled_bus_says_how_to_see_its_history(bus_settings, seed_log):
+    """`vcbus events tail` follows new events only: on a bus whose job has settled it would print nothing
+    and wait, so it says on stderr how many the bus holds and how to see them (stdout stays the events)."""
+    await publish_file(bus_settings, seed_log)
+    await decide_and_project(bus_settings)
+    held = len(await stream_messages(bus_settings, s.JOBS_STREAM))
+    proc = subprocess.Popen([sys.executable, "-m", "vcbus.cli.main", "events", "tail", "--nats", bus_settings.nats_url],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    err = Output(proc.stderr)
+    try:
+        line = err.wait_for(lambda text: "following new events" in text, "the hint")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=120) == 130
+    finally:
+        proc.kill()
+        proc.wait()
+    assert f"it holds {held:,} already: `vcbus events tail --since 1` prints them first" in line, line
+    assert proc.stdout.read() == b""

@@ -36,6 +36,9 @@ timer (all timer events), observed, deleted, divergence, sync.failed; or a full
 CloudEvents type such as sh.volcano.job.phase.changed.v1. A type that matches
 no event is an error.
 
+Without --since it follows new events only; on a bus that holds some already
+(a settled job's), a line on stderr says how many and how to print them.
+
 --since TIME (or a duration ago) keeps the events whose time (the time of
 the cluster record that caused them) is at or after it, also for a log
 published or imported long after it happened; --since SEQ starts at that
@@ -131,8 +134,17 @@ async def _tail(
         loop.add_signal_handler(sig, on_signal, sig)
     out = sys.stdout
     async with open_bus(settings, name="vcbus-events") as bus:
-        if start is None:
-            start = Since(str(await last_seq(bus.js, stream) + 1)) if follow else Since(None)
+        if start is None and follow:  # from now on: a settled bus prints nothing, so say where its history is
+            held = await last_seq(bus.js, stream)
+            if held:
+                what = "commands" if commands else "events"
+                flag = " --commands" if commands else ""
+                click.echo(f"following new {what} on {stream} at {bus.describe()}; it holds {held:,} already: "
+                           f"`vcbus events tail --since 1{flag}` prints them first (add --no-follow to stop "
+                           "at the end, or --since TIME)", err=True)
+            start = Since(str(held + 1))
+        elif start is None:
+            start = Since(None)
         since_time = start.time
         begin = since_time - CLOCK_SKEW if since_time is not None else None
         reader = read_stream(
