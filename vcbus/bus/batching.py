@@ -207,16 +207,13 @@ class BatchWriter:
 
     async def one_by_one(self, msgs: list[Prepared], timeout: float) -> Stored:
         """Publish each message on its own (many in flight), every acknowledgement checked."""
-        futs = [await self.js.publish_async(m.subject, m.body, headers=dict(m.headers)) for m in msgs]
         try:
-            acks = await asyncio.wait_for(asyncio.gather(*futs), timeout)
-        except (asyncio.TimeoutError, nats.errors.Error) as err:
-            for f in futs:
-                if not f.done():
-                    f.cancel()
+            sent = await self.send(msgs, atomic=False)
+            results = [await one.wait(timeout) for one in sent]
+        except (TimeoutError, nats.errors.Error) as err:
             raise BusError(f"storing {len(msgs)} message(s) failed: {str(err) or type(err).__name__}") from err
-        dup = sum(1 for a in acks if a.duplicate)
-        return Stored(len(acks) - dup, dup, max((a.seq or 0 for a in acks), default=0))
+        return Stored(sum(r.stored for r in results), sum(r.duplicates for r in results),
+                      max((r.last_seq for r in results), default=0))
 
 
 class _Singles(Sent):
