@@ -71,6 +71,7 @@ from typing import Any, Callable, Iterator
 import msgspec
 
 from vcbus import retries
+from vcbus.writetimes import kept_writes
 
 log = logging.getLogger(__name__)
 
@@ -248,13 +249,10 @@ def api_request(
     return _decode(data) if data else None
 
 
-WRITE_KEYS = ("manager", "operation", "time")  # what `write_times` keeps of a managedFields entry
-
-
 def normalize(obj: dict, rk: ResourceKind, *, write_times: bool = False) -> dict:
     """The object as kubectl prints it: apiVersion/kind set, managedFields dropped.
 
-    `write_times` (recordings): each managedFields entry keeps who wrote and when (`WRITE_KEYS`),
+    `write_times` (recordings): each managedFields entry keeps who wrote and when (vcbus.writetimes),
     and only its field set (the bulk) goes. A replay's clock reads those times where a log
     carries none of its own (statemachines.model.record_time), so a recording then replays
     with the same times as kubectl's output of the same changes."""
@@ -266,10 +264,9 @@ def normalize(obj: dict, rk: ResourceKind, *, write_times: bool = False) -> dict
     meta = out.get("metadata")
     if isinstance(meta, dict):
         fields = meta.pop("managedFields", None)
-        if write_times and isinstance(fields, list):
-            kept = [{k: e[k] for k in WRITE_KEYS if k in e} for e in fields if isinstance(e, dict) and e.get("time")]
-            if kept:
-                meta["managedFields"] = kept
+        kept = kept_writes(fields) if write_times else None
+        if kept is not None:
+            meta["managedFields"] = kept
     return out
 
 
