@@ -92,6 +92,8 @@ def test_demo_keep_ends_with_commands_that_read_the_kept_bus(tmp_path, where):
     assert f"the bus is kept in {store};" in out and (store / "timeline.html").is_file()
     commands = next_commands(out)
     assert len(commands) == 4, out
+    # one way to name the store: every command takes --data-dir, `vcbus replay --nats` too (no VAR=... prefix)
+    assert all(c.startswith("vcbus ") and c.endswith(f" --data-dir {store}") == bool(extra) for c in commands), commands
     for command in commands:  # each as printed, no flag added
         ran = vcbus_line(command, env)
         assert ran.returncode == 0, (command, ran.stderr.decode())

@@ -10,6 +10,7 @@ same path for logs that did not come from the bus.
 from __future__ import annotations
 
 import datetime as dt
+import pathlib
 import tempfile
 from typing import BinaryIO
 
@@ -73,14 +74,15 @@ async def spool(bus: Bus) -> BinaryIO:
     return fh  # type: ignore[return-value]
 
 
-def open_bus_log(url: str | None) -> tuple[BinaryIO, str]:
-    """VCBUS_K8S as a JSON-lines file for `vcbus replay --nats` (url None: environment/embedded)."""
+def open_bus_log(url: str | None, data_dir: pathlib.Path | None = None) -> tuple[BinaryIO, str]:
+    """VCBUS_K8S as a JSON-lines file for `vcbus replay --nats` (url None: environment/embedded, in
+    `data_dir`'s store)."""
     import asyncio
 
     from vcbus.bus.connecting import open_bus
     from vcbus.settings import from_flags
 
-    settings = from_flags(url or None, None)  # with the credential flags of the command, if any
+    settings = from_flags(url or None, data_dir)  # with the credential flags of the command, if any
 
     async def _spool() -> tuple[BinaryIO, str]:
         async with open_bus(settings, name="vcbus-replay") as bus:

@@ -96,11 +96,10 @@ def _page(log: pathlib.Path, out: pathlib.Path) -> None:
 def _next_commands(store: pathlib.Path, jobs: list[str], *, default: bool) -> None:
     """What to run on the kept bus, ready to paste (with --data-dir when it is not the default store)."""
     flag = "" if default else f" --data-dir {shlex.quote(str(store))}"
-    env = "" if default else f"{ENV_DATA_DIR}={shlex.quote(str(store))} "
     job = jobs[0] if jobs else "default/resnet-dist-train"
     click.echo(f"\nthe bus is kept in {store}; each vcbus command starts its server while it runs:")
     for command in (f"vcbus status -o wide{flag}", f"vcbus events tail --since 1 --no-follow{flag}",
-                    f"vcbus projections history {job}{flag}", f"{env}vcbus replay --nats --job {job}"):
+                    f"vcbus projections history {job}{flag}", f"vcbus replay --nats --job {job}{flag}"):
         click.echo(f"  {command}")
 
 

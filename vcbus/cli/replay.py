@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pathlib
 import signal
 import stat
 import sys
@@ -12,7 +13,7 @@ import click
 from vcbus import exitcodes
 from vcbus.cli.output import chosen, output_options, print_document
 from vcbus.errors import UserError
-from vcbus.settings import auth_options
+from vcbus.settings import ENV_DATA_DIR, auth_options, default_data_dir
 from vcbus.replaying import Until, replay_inputs
 from vcbus.watchlog import open_input
 
@@ -126,6 +127,10 @@ def warn(message: str) -> None:
     default=None,
     help="Replay the bus's log (stream VCBUS_K8S) instead of FILE; --nats alone: VCBUS_NATS_URL or the embedded server.",
 )
+@click.option("--data-dir", "data_dir", metavar="DIR",
+              type=click.Path(file_okay=False, path_type=pathlib.Path),
+              help=f"With --nats alone: the store of the embedded NATS server [env {ENV_DATA_DIR}; default "
+                   f"{default_data_dir()}].")
 @click.option("--follow", "-f", "follow", is_flag=True, help="Keep reading FILE as it grows (like tail -f); Ctrl-C to stop.")
 @click.option("--job", "job", metavar="NS/NAME", help="Only this job (NAME alone means namespace default).")
 @click.option("--until", "until", metavar="SEQ|TIME", help="Stop after record SEQ, or at an RFC 3339 TIME.")
@@ -145,6 +150,7 @@ def warn(message: str) -> None:
 def replay(
     files: tuple[str, ...],
     nats: str | None,
+    data_dir: pathlib.Path | None,
     follow: bool,
     job: str | None,
     until: str | None,
@@ -172,7 +178,9 @@ def replay(
             raise UserError("--follow reads a file; the bus's log is read with --nats alone")
         from vcbus.bus.logs import open_bus_log
 
-        streams.append(open_bus_log(nats or None))
+        streams.append(open_bus_log(nats or None, data_dir))
+    elif data_dir is not None:
+        raise UserError("--data-dir is the store of the bus --nats reads: add --nats (FILE is read as it is)")
     elif not files:
         raise UserError(
             "missing FILE (a watch log, - for stdin; `vcbus record -A -o watch.log` records one), "
