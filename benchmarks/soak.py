@@ -301,21 +301,22 @@ def soak(size: dict, minutes: float, ttl: int, every: float, warmup_s: float, ex
             memory = memory_figures(sampler.samples, warmup_s)
             vc = memory.get("vcbus", {})
             ratio = round(vc["rss_end_mb"] / vc["rss_warm_mb"], 3) if vc.get("rss_warm_mb") else float("nan")
-            return {"size": {"nodes": size["nodes"], "small": size["small"]}, "minutes": minutes, "ttl_s": ttl,
-                    "vcbus_args": extra, "history_retention": os.environ.get("VCBUS_HISTORY_RETENTION"),
-                    "cycles": len(cycles), "jobs": len(cycles) * size["small"],
-                    "cycle_p50_s": round(statistics.median(cycles), 1) if cycles else float("nan"),
-                    "cycle_max_s": round(max(cycles), 1) if cycles else float("nan"),
-                    "jobs_collected": gc.collected, "warmup_s": warmup_s, "samples": len(sampler.samples),
-                    "memory": memory, "streams": stream_figures(sampler.samples),
-                    "vcbus_said": system.summary(), "ratio": ratio}
+            got = {"size": {"nodes": size["nodes"], "small": size["small"]}, "minutes": minutes, "ttl_s": ttl,
+                  "vcbus_args": extra, "history_retention": os.environ.get("VCBUS_HISTORY_RETENTION"),
+                  "cycles": len(cycles), "jobs": len(cycles) * size["small"],
+                  "cycle_p50_s": round(statistics.median(cycles), 1) if cycles else float("nan"),
+                  "cycle_max_s": round(max(cycles), 1) if cycles else float("nan"),
+                  "jobs_collected": gc.collected, "warmup_s": warmup_s, "samples": len(sampler.samples),
+                  "memory": memory, "streams": stream_figures(sampler.samples), "ratio": ratio}
         finally:
             if sampler is not None:
                 sampler.stop()
             if gc is not None:
                 gc.stop()
             system.stop()
+            said = system.summary()  # what it logged as it stopped
             cluster.stop()
+    return {**got, "vcbus_said": said}
 
 
 def main(argv: list[str] | None = None) -> int:
