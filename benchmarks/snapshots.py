@@ -87,7 +87,7 @@ async def restart(bus: Bus, make) -> tuple[float, object]:  # noqa: ANN001
 def decider(every: int):  # noqa: ANN201
     def make(bus: Bus) -> Decider:
         d = Decider(bus, clock=lambda: FROZEN)
-        d.snapshot_every = every
+        d.rebuilder.snapshot_every = every  # the decider's snapshots are its Rebuilder part's
         return d
 
     return make
@@ -112,6 +112,11 @@ def restored_seq(name: str, service) -> int:  # noqa: ANN001
     return service.stats.restored if name == "decider" else service.restored
 
 
+def snapshot_store(name: str, service):  # noqa: ANN001, ANN201
+    """The service's snapshot store: the decider keeps it in its Rebuilder part, the projector on itself."""
+    return service.rebuilder.snapshots if name == "decider" else service.snapshots
+
+
 async def build(bus: Bus, path: pathlib.Path) -> tuple[int, int]:
     """Load `path` into VCBUS_K8S, decide and project everything (snapshots off): outputs, events."""
     from benchmarks.bus import load_log
@@ -131,7 +136,7 @@ async def measure(bus: Bus, name: str, make, rounds: int) -> dict:  # noqa: ANN0
         if not restored_seq(name, service):
             raise SystemExit(f"benchmarks/snapshots.py: the {name} did not restore its older snapshot")
         behind.append(seconds)
-        newest = (await service.snapshots.names())[0]
+        newest = (await snapshot_store(name, service).names())[0]
         if newest[0] > restored_seq(name, service):
             await obs.delete(newest[1])  # the clean stop's: the older one stays the newest
     full = [(await restart(bus, make(0)))[0] for _ in range(rounds)]
@@ -139,10 +144,10 @@ async def measure(bus: Bus, name: str, make, rounds: int) -> dict:  # noqa: ANN0
     with_snap = []
     for _ in range(rounds):
         seconds, service = await restart(bus, make(10**12))
-        if restored_seq(name, service) != service.snapshots.saved_seq:
+        if restored_seq(name, service) != snapshot_store(name, service).saved_seq:
             raise SystemExit(f"benchmarks/snapshots.py: the {name} did not restore its newest snapshot")
         with_snap.append(seconds)
-    names = await service.snapshots.names()
+    names = await snapshot_store(name, service).names()
     info = await obs.get_info(names[0][1])
     return {
         "restart_full_s": round(statistics.median(full), 3),
