@@ -153,7 +153,7 @@ async def raw_batch_publish(bus: Bus, msgs: list[tuple[bytes, str]], *, size: in
     from vcbus.bus.publisher import Prepared
 
     await raw_stream(bus)
-    writer = BatchWriter(bus.nc, bus.js)
+    writer = BatchWriter(bus.nc)
     await writer.start()
     t0 = time.perf_counter()
     inflight: list = []
@@ -495,7 +495,7 @@ async def load_log(bus: Bus, path: pathlib.Path, partitions: int) -> None:
     """The log into VCBUS_K8S fast (atomic batches), routed for `partitions` as `Publisher` does."""
     from vcbus.bus.partitions import route
 
-    writer = BatchWriter(bus.nc, bus.js)
+    writer = BatchWriter(bus.nc)
     chunk = []
     with open(path, "rb") as fh:
         for line in fh:

@@ -216,15 +216,7 @@ class Engine:
         of its kind, then timers due at once fire."""
         obj = record.object
         # the object's time, when the decoder has not worked it out already (`Observed.at`)
-        when = record.time or record.at or object_time(obj)
-        by_time = self.by_time
-        if when and when != self.now:  # most records come at the time of the one before: nothing moves
-            when = normalize(when)
-            if when > self.now:
-                heap = self.timers.heap
-                if by_time and heap and heap[0][0] <= when:
-                    self.fire_due(when)  # each at its own time, before the record's
-                self.now = when
+        self._reach(record.time or record.at or object_time(obj))
         rtype = record.type
         if type(obj) is Pod:
             on_pod(self, rtype, obj)
@@ -249,9 +241,7 @@ class Engine:
             self.queue_controller.command(rtype, obj)
         elif isinstance(obj, OWNER_KINDS):
             self.podgroup_controller.owner(rtype, obj)
-        heap = self.timers.heap  # firing may have replaced the list (`TimerHeap.take` rebuilds it)
-        if by_time and heap and heap[0][0] <= self.now:
-            self.fire_due(self.now)  # a delay <= 0 fires at once, right after the request that set it
+        self._fire_at_once()
 
     def _beside(self, record: Observed, raw: bytes | None) -> None:
         """`_observed` with the job controller elsewhere (`job_controller=False`): the log's time moves
@@ -269,8 +259,7 @@ class Engine:
             self._queue(rtype, obj)
         elif type(obj) is Command:
             self.queue_controller.command(rtype, obj)
-        if self.by_time:
-            self.fire_due(self.now)
+        self._fire_at_once()
 
     def _queue(self, rtype: str, obj: Queue) -> None:
         self.queues_seen = True
@@ -287,8 +276,7 @@ class Engine:
             return
         self._reach(record.time or object_time(record.object))
         self.cronjob_controller.cronjob(record.type, record.object, record.zones)
-        if self.by_time:
-            self.fire_due(self.now)
+        self._fire_at_once()
 
     def _flow(self, record: FlowRecord) -> None:
         """A JobFlow or JobTemplate record: the log's time moves (due timers fire first), then its controller."""
@@ -301,14 +289,14 @@ class Engine:
             self.jobflow_controller.jobflow(record.type, obj)
         elif type(obj) is JobTemplate:
             self.jobflow_controller.template(record.type, obj)
-        if self.by_time:
-            self.fire_due(self.now)
+        self._fire_at_once()
 
     def finish(self, until: str | None = None) -> list[o.Output]:
         """End of input: fire timers due by `until` (by-time mode); later ones stay pending."""
         self.out = []
         if until is not None and self.timer_mode == "by-time":
             self._reach(until)
+            self.fire_due(self.now)
         return self.out
 
     def final_divergences(self, *, cut: bool = False) -> list[o.Output]:
@@ -329,11 +317,22 @@ class Engine:
         return self.timers.pending()
 
     def _reach(self, when: str | None) -> None:
-        """The log's time moves to a record's (if later); in by-time mode the timers it passed fire."""
-        when = normalize(when) if when else self.now
-        if self.by_time:
-            self.fire_due(max(when, self.now))
-        self._advance(when)
+        """The log's time moves to a record's (if later); in by-time mode the timers it passes fire first,
+        each at its own due time."""
+        if when and when != self.now:  # most records come at the time of the one before: nothing moves
+            when = normalize(when)
+            if when > self.now:
+                heap = self.timers.heap
+                if self.by_time and heap and heap[0][0] <= when:
+                    self.fire_due(when)
+                self.now = when
+
+    def _fire_at_once(self) -> None:
+        """In by-time mode, after a record: a timer set with a delay <= 0 fires at once, right after the
+        request that set it."""
+        heap = self.timers.heap  # firing may have replaced the list (`TimerHeap.take` rebuilds it)
+        if self.by_time and heap and heap[0][0] <= self.now:
+            self.fire_due(self.now)
 
     def _advance(self, when: str) -> None:
         if when > self.now:

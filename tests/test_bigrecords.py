@@ -113,7 +113,7 @@ async def test_a_10000_pod_job_is_stored_in_bounded_batches_exactly_as_decided(b
     async with open_bus(bus_settings) as bus:
         await publish(bus, lines)
         decider = Decider(bus, engine=engine_as_up_builds_it(), clock=lambda: FROZEN_EARLY)
-        writer = decider.outbox.writer = _Watched(bus.nc, bus.js)
+        writer = decider.outbox.writer = _Watched(bus.nc)
         await decider.run(until_idle=True)
         info = await bus.js.consumer_info(s.K8S_STREAM, decider.partition.consumer)
     assert decider.stats.decided == len(lines) and decider.stats.duplicates == 0
@@ -136,7 +136,7 @@ async def test_a_decider_dying_part_way_leaves_the_rest_to_the_next_one_exactly_
     async with open_bus(bus_settings) as bus:
         await publish(bus, lines)
         first = Decider(bus, engine=engine_as_up_builds_it(), clock=lambda: FROZEN_EARLY)
-        first.outbox.writer = _Watched(bus.nc, bus.js, fail_at=5, fail=Died())
+        first.outbox.writer = _Watched(bus.nc, fail_at=5, fail=Died())
         with pytest.raises(Died):
             await first.run(until_idle=True)
     stored = len(await stream_messages(bus_settings, s.CMDS_STREAM))
@@ -156,7 +156,7 @@ async def test_a_session_failing_part_way_restores_the_big_record_exactly_once(b
     async with open_bus(bus_settings) as bus:
         await publish(bus, lines)
         decider = Decider(bus, engine=engine_as_up_builds_it(), clock=lambda: FROZEN_EARLY)
-        decider.outbox.writer = _Watched(bus.nc, bus.js, fail_at=5, fail=BusError("storing failed (injected)"))
+        decider.outbox.writer = _Watched(bus.nc, fail_at=5, fail=BusError("storing failed (injected)"))
         await decider.run(until_idle=True)  # the session fails, the next one restores what it left
         info = await bus.js.consumer_info(s.K8S_STREAM, decider.partition.consumer)
     assert decider.stats.duplicates > 0

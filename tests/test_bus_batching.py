@@ -19,7 +19,7 @@ def message(i: int) -> Prepared:
 
 
 async def send(bus, msgs: list[Prepared]) -> Stored:  # noqa: ANN001
-    writer = BatchWriter(bus.nc, bus.js, min_atomic=2)  # atomic even for these few messages
+    writer = BatchWriter(bus.nc, min_atomic=2)  # atomic even for these few messages
     try:
         total = Stored(0, 0)
         for sent in await writer.send(msgs):

@@ -54,7 +54,7 @@ async def test_a_store_while_the_server_is_away_lands_once_when_it_is_back(tmp_p
     settings = BusSettings(nats_url=server.start())
     try:
         async with open_bus(settings) as bus:
-            writer = BatchWriter(bus.nc, bus.js, min_atomic=2)
+            writer = BatchWriter(bus.nc, min_atomic=2)
             assert await direct.store(writer, [message(0)], who="test", what="probe", timeout=2, log=log) == \
                 Stored(1, 0, 1)
             server.stop()
@@ -80,7 +80,7 @@ async def test_with_the_server_gone_it_gives_up_after_its_tries_naming_what(tmp_
     settings = BusSettings(nats_url=server.start())
     try:
         async with open_bus(settings) as bus:
-            writer = BatchWriter(bus.nc, bus.js)
+            writer = BatchWriter(bus.nc)
             await writer.start()
             server.stop()
             with pytest.raises(BusError, match=r"^scheduler: cannot store the outputs of session 7: ") as err:

@@ -48,7 +48,6 @@ from typing import NamedTuple
 import nats.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
-from nats.js import JetStreamContext
 from nats.nuid import NUID
 
 from vcbus.bus.errors import BusError
@@ -118,9 +117,8 @@ def _decode(msg: Msg) -> dict:
 class BatchWriter:
     """Sends lists of messages for one stream each, atomically where the stream allows it."""
 
-    def __init__(self, nc: Client, js: JetStreamContext, *, atomic: bool = True, min_atomic: int = MIN_ATOMIC) -> None:
+    def __init__(self, nc: Client, *, atomic: bool = True, min_atomic: int = MIN_ATOMIC) -> None:
         self.nc = nc
-        self.js = js
         self.atomic = atomic
         self.min_atomic = max(2, min_atomic)
         self._nuid = NUID()

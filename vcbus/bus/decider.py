@@ -157,25 +157,13 @@ class Decider:
     def applied(self) -> int:
         return self.fold.applied
 
-    @applied.setter
-    def applied(self, seq: int) -> None:
-        self.fold.applied = seq
-
     @property
     def poisoned(self) -> set[int]:
         return self.fold.poisoned
 
-    @poisoned.setter
-    def poisoned(self, seqs: set[int]) -> None:
-        self.fold.poisoned = seqs
-
     @property
     def partition(self) -> parts.Partition:
         return self.fold.partition
-
-    @partition.setter
-    def partition(self, partition: parts.Partition) -> None:
-        self.fold.partition = partition
 
     @property
     def ahead(self) -> Offer | None:

@@ -103,7 +103,7 @@ async def _atomic(bus: Bus, data: BinaryIO, source: str, checked: LogCheck, *, c
         msg = prepare(rec.data, decode_record(source, rec))
         if msg is not None:
             msgs.append(msg._replace(subject=route(msg.subject, msg.headers.get("Vcbus-Job"), count)))
-    writer = BatchWriter(bus.nc, bus.js, min_atomic=2)
+    writer = BatchWriter(bus.nc, min_atomic=2)
     pub = Publisher(bus.js)
     timeout = bus.settings.publish_timeout
     try:

@@ -146,7 +146,7 @@ class QueueDecider(Decider):
         options.pop("engine", None)
         options.pop("partition", None)
         super().__init__(bus, engine=role_engine(), **options)
-        self.partition = QueueRole()
+        self.fold.partition = QueueRole()
         self.verdicts: Verdicts | None = None
         self._partitions = 1
         self._stop = asyncio.Event()
@@ -166,7 +166,7 @@ class QueueDecider(Decider):
     async def _rebuild(self, floor: int) -> None:
         assert self.verdicts is not None
         await self.verdicts.start()  # before the poison events stored so far are read
-        self.poisoned |= await p.poisoned_sequences(self.js, COMPONENT)
+        self.fold.poisoned |= await p.poisoned_sequences(self.js, COMPONENT)
         await super()._rebuild(floor)
 
     async def _handle(self, msg: Msg) -> None:
@@ -190,7 +190,7 @@ class QueueDecider(Decider):
                 decode(data)
             except Exception:  # every partition's decider fails on it too and sets it aside: theirs to report
                 self.poisoned.add(seq)
-                self.applied = seq
+                self.fold.applied = seq
                 return
         await super()._decide_live(seq, subject, data, headers)
 

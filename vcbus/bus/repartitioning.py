@@ -164,7 +164,7 @@ async def _copy_out(bus: Bus, n: int, progress: Callable[[str], None]) -> None:
     cfg.description = "vcbus repartition: a copy of VCBUS_K8S while it is rebuilt"
     cfg.metadata = {"first_seq": str(int(info.state.first_seq or 1)), "last_seq": str(int(info.state.last_seq or 0))}
     await js.add_stream(cfg)
-    writer = BatchWriter(bus.nc, js)
+    writer = BatchWriter(bus.nc)
     copied = 0
     try:
         batches = read_stream(js, s.K8S_STREAM, batch=CHUNK)
@@ -192,7 +192,7 @@ async def _copy_out(bus: Bus, n: int, progress: Callable[[str], None]) -> None:
 
 async def _copy_back(bus: Bus, count: int, first: int, progress: Callable[[str], None]) -> None:
     js = bus.js
-    writer = BatchWriter(bus.nc, js)
+    writer = BatchWriter(bus.nc)
     expected = first
     gaps: list[int] = []
     try:

@@ -344,7 +344,7 @@ class SchedulerService:
         if not messages:
             return
         if self._writer is None:
-            self._writer = BatchWriter(self.bus.nc, self.js)
+            self._writer = BatchWriter(self.bus.nc)
         res = await direct.store(self._writer, messages, who="scheduler", what=what,
                                  timeout=self.bus.settings.publish_timeout, log=log)
         self.stats.duplicates += res.duplicates

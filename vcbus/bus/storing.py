@@ -102,7 +102,7 @@ class Outbox:
         """The writer, atomic where VCBUS_JOBS allows it (before anything is stored: a rebuild may store)."""
         if self.writer is None:
             info = await self.js.stream_info(s.JOBS_STREAM)
-            self.writer = BatchWriter(self.nc, self.js, atomic=self.atomic and bool(info.config.allow_atomic))
+            self.writer = BatchWriter(self.nc, atomic=self.atomic and bool(info.config.allow_atomic))
 
     async def resume(self, applied: int) -> None:
         """A new session: store what a failed one decided and did not confirm (again), before going on."""

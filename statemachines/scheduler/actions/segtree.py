@@ -27,16 +27,7 @@ class Tree:
             best[size + pos] = value
             if self.idle is not None:
                 self.idle[size + pos] = 1 if value[0] == 1 else 0
-        for i in range(size - 1, 0, -1):
-            self._pull(i)
-
-    def _pull(self, i: int) -> None:
-        count, best, idle = self.count, self.best, self.idle
-        count[i] = count[2 * i] + count[2 * i + 1]
-        left, right = best[2 * i], best[2 * i + 1]
-        best[i] = left if left >= right else right
-        if idle is not None:
-            idle[i] = idle[2 * i] + idle[2 * i + 1]
+        self.recompute(set(range(size // 2, size)) if size > 1 else set())
 
     def leaf(self, pos: int) -> tuple[int, tuple]:
         i = self.size + pos
