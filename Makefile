@@ -95,8 +95,8 @@ docs: $(STAMP)
 	$(BIN)/python -c "from statemachines.task.diagram import document; print(document(), end='')" > docs/statemachines/task.md
 	$(BIN)/python -c "from statemachines.cronjobs.diagram import document; print(document(), end='')" > docs/statemachines/cronjob.md
 	$(BIN)/python -c "from statemachines.jobflows.diagram import document; print(document(), end='')" > docs/statemachines/jobflow.md
-	$(BIN)/python -m vcbus.bus.schemas
-	$(BIN)/python -m vcbus.bus.asyncapi
+	$(BIN)/python -m tools.schemas
+	$(BIN)/python -m tools.asyncapi
 	$(BIN)/python -m tools.replay_schema
 
 # The screenshot in docs/replay.md, taken with the headless chromium the tests use.

@@ -18,8 +18,8 @@ import pytest
 import yaml
 
 from statemachines import outputs as o
+from tools.asyncapi import document
 from vcbus.bus import subjects as s
-from vcbus.bus.asyncapi import document
 from vcbus.bus.cloudevents import DEFAULT_SOURCE, headers, resolve_source
 from vcbus.errors import UserError
 

@@ -12,7 +12,7 @@ import pytest
 from statemachines import outputs as o
 from statemachines.model.records import Ignored, decode
 from statemachines.model.status import JobState, JobStatus
-from vcbus.bus import schemas
+from tools import schemas
 from vcbus.bus import subjects as s
 from vcbus.bus.cloudevents import from_message, headers
 from vcbus.bus.logs import Since, belongs
@@ -24,7 +24,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def test_schemas_in_docs_are_generated_from_the_current_types():
-    assert schemas.stale() == [], "run: .venv/bin/python -m vcbus.bus.schemas"
+    assert schemas.stale() == [], "run: .venv/bin/python -m tools.schemas"
 
 
 def test_every_event_and_command_has_a_schema_naming_its_cloudevents_type():

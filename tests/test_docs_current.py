@@ -52,7 +52,7 @@ def test_task_diagram_nodes_are_the_four_task_phases():
 
 
 def test_asyncapi_document_is_current():
-    from vcbus.bus.asyncapi import render
+    from tools.asyncapi import render
 
     checked_in = (ROOT / "docs" / "asyncapi.yaml").read_text()
     assert checked_in == render(), "run: make docs"

@@ -5,8 +5,8 @@ plus `index.json` mapping each CloudEvents type to its file and stream. The
 types in `statemachines/outputs.py` are the source of truth; a test checks
 that the checked-in files are what this module generates.
 
-    .venv/bin/python -m vcbus.bus.schemas           # rewrite docs/schemas/
-    .venv/bin/python -m vcbus.bus.schemas --check   # exit 1 if they are stale
+    .venv/bin/python -m tools.schemas           # rewrite docs/schemas/
+    .venv/bin/python -m tools.schemas --check   # exit 1 if they are stale
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from vcbus.bus import subjects as s
 from vcbus.bus.cloudevents import TYPE_PREFIX
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
-DEFAULT_DIR = pathlib.Path(__file__).resolve().parents[2] / "docs" / "schemas"
+DEFAULT_DIR = pathlib.Path(__file__).resolve().parents[1] / "docs" / "schemas"
 
 
 def schema_of(cls: type) -> dict[str, Any]:
