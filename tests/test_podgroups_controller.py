@@ -384,3 +384,56 @@ def test_a_batch_jobs_annotations_are_read_as_volcanos_case_job_reads_them():
     engine = Engine()
     decided = [[type(x).__name__ for x in engine.apply(seq, decode(data))] for seq, data in enumerate(records, 1)]
     assert decided == [[], [], ["CreateWorkloadPodGroup", "AnnotatePodGroupName"]]
+
+
+def _vcjob_x_records() -> list[bytes]:
+    """vcjob `x` (2 replicas) in NS, its PodGroup Pending, then Inqueue: its pods are created then."""
+    from tests.builders import job, podgroup
+
+    return [record("ADDED", job("x", namespace=NS)),
+            record("ADDED", podgroup("x", "Pending", namespace=NS)),
+            record("MODIFIED", podgroup("x", "Inqueue", namespace=NS))]
+
+
+def _batch_job_x_records() -> list[bytes]:
+    """batch/v1 Job `x` in NS, its pod for the volcano scheduler, its PodGroup (as the controller made it,
+    owned by the Job) Pending, Inqueue, Running."""
+    ref = {**BJ_REF, "name": "x", "uid": "bj-x"}
+    pg = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+          "metadata": {"name": "podgroup-bj-x", "namespace": NS, "uid": "uid-podgroup-bj-x", "resourceVersion": "20",
+                       "ownerReferences": [ref]},
+          "spec": {"minMember": 1, "queue": "default"}, "status": {"phase": "Pending"}}
+
+    def phase(p: str, rv: str) -> dict[str, Any]:
+        return {**pg, "metadata": {**pg["metadata"], "resourceVersion": rv}, "status": {"phase": p}}
+
+    return [batch_job(name="x", uid="bj-x"), record("ADDED", plain_pod("x-abcde", owners=[ref])),
+            record("ADDED", pg), record("MODIFIED", phase("Inqueue", "21")), record("MODIFIED", phase("Running", "22"))]
+
+
+def _by_key(records: list[bytes]) -> dict[str, list[str]]:
+    engine = Engine()
+    out: dict[str, list[str]] = {}
+    for seq, data in enumerate(records, 1):
+        for x in engine.apply(seq, decode(data)):
+            out.setdefault(x.job, []).append(f"{type(x).__name__} {getattr(x, 'name', '')}")
+    return out
+
+
+def test_a_batch_job_and_a_vcjob_of_one_name_keep_their_own_podgroups():
+    """A PodGroup is a vcjob's only when its owner is a Job of batch.volcano.sh: batch/v1 Job `x`'s PodGroup
+    going Inqueue does not start vcjob `x`'s pods (its own PodGroup is still Pending), and every PodGroup
+    command of vcjob `x` names its own; the batch Job's PodGroup is made under its own key. Its phase changes
+    run passes of vcjob `x`, as Volcano's updatePodGroup queues syncs of the last owner of kind Job."""
+    vcjob, batch = _vcjob_x_records(), _batch_job_x_records()
+    mixed = _by_key(vcjob[:2] + batch)
+    mine = mixed[f"{NS}/x"]
+    assert not [line for line in mine if line.startswith("CreatePod ")]
+    assert [line for line in mine if "PodGroup" in line] == ["CreatePodGroup x-uid-x", "UpdatePodGroup x-uid-x"]
+    assert [line for line in mine if line.startswith("ActionResolved")] == ["ActionResolved "] * 4  # 2 of Inqueue, Running
+    assert mixed[f"{NS}/podgroup-bj-x"] == ["CreateWorkloadPodGroup podgroup-bj-x", "AnnotatePodGroupName x-abcde"]
+    # and the other way: vcjob x's own PodGroup Inqueue starts its pods, with the batch Job's records before
+    both = _by_key(batch + vcjob)
+    assert both[f"{NS}/x"] == _by_key(vcjob)[f"{NS}/x"]
+    assert [line for line in both[f"{NS}/x"] if line.startswith(("CreatePod ", "UpdatePodGroup"))] == [
+        "UpdatePodGroup x-uid-x", "CreatePod x-t-0", "CreatePod x-t-1"]  # its own PodGroup, never podgroup-bj-x

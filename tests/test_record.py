@@ -453,3 +453,17 @@ def test_a_recording_started_mid_job_replays_only_what_happened_after(k8s, tmp_p
     decisive = [(a["event"], a["pod"], a["action"]) for a in replayed["actions"] if a["action"] != "SyncJob"]
     assert decisive == [("PodFailed", pods[1], "RestartJob")]
     assert "warning" not in err
+
+
+def test_record_job_keeps_the_vcjobs_podgroup_not_a_batch_jobs_of_that_name():
+    """`vcbus record --job NS/x` keeps PodGroups owned by vcjob x (a Job of batch.volcano.sh), not the PodGroup
+    Volcano's podgroup controller made for a batch/v1 Job x's pods (its owner's kind is Job too)."""
+    from vcbus.k8s.recording import Scope, resource_kind
+
+    def podgroup(name: str, api_version: str) -> dict:
+        return {"metadata": {"name": name, "namespace": "ns1", "ownerReferences": [
+            {"apiVersion": api_version, "kind": "Job", "name": "x", "uid": "u", "controller": True}]}}
+
+    scope, kind = Scope(job="ns1/x"), resource_kind("podgroups")
+    assert scope.keeps(kind, podgroup("x-uid", "batch.volcano.sh/v1alpha1"))
+    assert not scope.keeps(kind, podgroup("podgroup-bj-uid", "batch/v1"))

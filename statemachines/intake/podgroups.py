@@ -1,7 +1,13 @@
 """PodGroup records (§4.4): the job's PodGroup phase, and a pass when it changes.
 
-A PodGroup belongs to the job that owns it (its owner reference, else its
-name). A change of its phase seen in a MODIFIED record (the scheduler's write)
+A PodGroup belongs to the vcjob that owns it (its ownerReference of kind Job in
+the batch.volcano.sh group), else to the key of its own name, as any PodGroup no
+vcjob owns: a batch/v1 Job `x`'s PodGroup is never vcjob `x`'s. The pass a phase
+change runs is for the job Volcano's `updatePodGroup`
+(pkg/controllers/job/job_controller_handler.go) queues: the last owner of kind
+Job whatever its group, so vcjob `x` syncs when batch Job `x`'s PodGroup changes
+phase, and decides with its own PodGroup, as Volcano's sync reads the job's
+PodGroup by its name (`<job>-<uid>`). A change of its phase seen in a MODIFIED record (the scheduler's write)
 runs one pass of the job, with JobUnknown when the phase is Unknown. A
 PodGroup vcbus deleted (`pg_gone`) is ignored until its DELETED record. Its latest
 condition is kept for the job's PodGroupPending event (`latest_pending`).
@@ -12,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from statemachines.cache import PodGroupState
-from statemachines.model.objects import PodGroup
+from statemachines.model.objects import PodGroup, is_vcjob_ref, job_key
 from statemachines.model.vocabulary import Event
 from statemachines.policies import Request
 from statemachines.worker import handle
@@ -33,11 +39,13 @@ def latest_pending(pg: PodGroup) -> tuple[str, str] | None:
 
 def on_podgroup(engine: Any, rtype: str, pg: PodGroup) -> None:
     meta = pg.metadata
-    job_name = meta.name
+    owner = requested = meta.name
     for ref in meta.owner_references or ():
-        if ref.kind == "Job":
-            job_name = ref.name
-    entry = engine.entry(meta.namespace, job_name)
+        if ref.kind == "Job":  # updatePodGroup's jobNameKey: the last owner of kind Job, of any group
+            requested = ref.name
+            if is_vcjob_ref(ref):
+                owner = ref.name
+    entry = engine.entry(meta.namespace, owner)
     if meta.uid in entry.pg_gone:
         if rtype == "DELETED":
             entry.pg_gone.discard(meta.uid)
@@ -58,5 +66,9 @@ def on_podgroup(engine: Any, rtype: str, pg: PodGroup) -> None:
     current.spec = (pg.spec.min_member, dict(pg.spec.min_task_member or {}), pg.spec.priority_class_name)
     current.pending = latest_pending(pg)
     if rtype == "MODIFIED" and phase != old_phase:
+        if requested != owner:  # Volcano's request for the vcjob of that name, if there is one
+            entry = engine.jobs.get(job_key(meta.namespace, requested))
+            if entry is None:
+                return
         event = Event.JOB_UNKNOWN if phase == "Unknown" else ""
         handle(engine, entry, Request(event=event, source="podgroup"))

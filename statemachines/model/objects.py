@@ -311,6 +311,16 @@ def job_key(namespace: str, name: str) -> str:
     return f"{namespace}/{name}"
 
 
+JOB_GROUP = JOB_API_VERSION.split("/", 1)[0]  # batch.volcano.sh
+
+
+def is_vcjob_ref(ref: OwnerReference) -> bool:
+    """Whether an ownerReference names a vcjob: kind `Job` of the `batch.volcano.sh` group. A `batch/v1`
+    Job's kind is `Job` too (a PodGroup Volcano's podgroup controller made for its pods names it), so the
+    kind alone would take a batch Job `x`'s PodGroup for vcjob `x`'s."""
+    return ref.kind == "Job" and ref.api_version.partition("/")[0] == JOB_GROUP
+
+
 def controller_job_ref(meta: Meta) -> OwnerReference | None:
     """The controller ownerReference of kind Job in batch.volcano.sh/v1alpha1, if any."""
     for ref in meta.owner_references or ():

@@ -11,8 +11,9 @@ Volcano: `buildPodGroupFromPod`, `newPGOwnerReferences` and `parseNetworkTopolog
 - ownerReferences: the pod's own when one of them is a controller (the PodGroup goes with that
   owner), else a controller reference to the pod (it goes with the pod);
 - the owners' annotations (Volcano's `--inherit-owner-annotations`, on by default;
-  `getAnnotationsFromUpperRes`): those of each ownerReference of kind ReplicaSet, StatefulSet or
-  DaemonSet the log has shown, the first owner's value winning a key both have;
+  `getAnnotationsFromUpperRes`): those of each ownerReference of kind ReplicaSet, StatefulSet,
+  DaemonSet or Job (a batch/v1 Job, `statemachines.model.objects.BatchJob`) the log has shown,
+  the first owner's value winning a key both have;
 - `minMember` from the owners' `scheduling.volcano.sh/group-min-member` (`getMinMemberFromUpperRes`:
   Go's `ParseInt(_, 10, 32)`; absent, not a number, out of range or negative: 1; "0" is 0),
   `minResources` one pod's quota usage `minMember` times (`CalTaskRequests`; 0 times: `{}`),
@@ -26,16 +27,12 @@ Volcano: `buildPodGroupFromPod`, `newPGOwnerReferences` and `parseNetworkTopolog
   `volcano.sh/jdb-max-unavailable`), the labels `volcano.sh/preemptable` and
   `volcano.sh/cooldown-time`, and `spec.networkTopology` from
   `volcano.sh/network-topology-mode` / `-highest-tier`.
-
-Not done (docs/fidelity.md): the annotations of a batch Job owner (Volcano reads them too; vcbus
-does not watch batch/v1 Jobs: their kind is the vcjob's tag in the log's decoding).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import re
+from typing import Any
 
 import msgspec
 

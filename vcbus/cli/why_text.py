@@ -14,6 +14,7 @@ from typing import Any
 
 from vcbus.cli.schedule_text import plural, resources
 from vcbus.errors import UserError
+from vcbus.k8s.ownership import job_owners
 
 WAITING_PHASES = ("", "Pending", "Inqueue", "Unknown")
 
@@ -38,9 +39,8 @@ def _owned_podgroup(snapshot: Any, ns: str, name: str) -> dict | None:  # noqa: 
     for (kind, pg_ns, _), obj in snapshot.objects.items():
         if kind != "PodGroup" or pg_ns != ns:
             continue
-        for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
-            if ref.get("kind") == "Job" and ref.get("name") == name:
-                return obj
+        if any(owner == name for owner, _ in job_owners(obj)):  # a vcjob's, not a batch/v1 Job's of that name
+            return obj
     return None
 
 

@@ -50,6 +50,7 @@ from vcbus import exitcodes
 from vcbus.errors import UserError
 from vcbus.cronjobs.zonedata import cronjob_zones
 from vcbus.logmarks import initial_list_marks
+from vcbus.k8s.ownership import job_owners
 from vcbus.k8s.redaction import redact_job
 from vcbus.k8s.watching import JOB_NAME_LABEL, KubeApiError, ResourceKind, ResourceWatcher, api_request, normalize
 from vcbus.k8s.watching import resource_kind as _resource_kind
@@ -90,8 +91,7 @@ class Scope:
         name = self.job.split("/", 1)[1]
         if rk.name == "podgroups":
             meta = obj.get("metadata") or {}
-            owners = meta.get("ownerReferences") or ()
-            return meta.get("name") == name or any(r.get("kind") == "Job" and r.get("name") == name for r in owners)
+            return meta.get("name") == name or any(owner == name for owner, _ in job_owners(obj))
         if rk.name == "commands":
             target = obj.get("target") or {}
             return target.get("kind") == "Job" and target.get("name") == name
