@@ -147,6 +147,14 @@ class BusSettings:
     the deletion (`VCBUS_HISTORY_RETENTION`, e.g. `7d`, `12h`; `0` keeps it forever). A deleted job's
     history is never held in memory (vcbus.bus.projector)."""
 
+    kv_marker_ttl: float = 86400.0
+    """Seconds a deleted key's marker stays in the KV buckets (`VCBUS_KV_MARKER_TTL`, e.g. `1d`, `10m`;
+    `0` keeps it forever). The projector deletes a key with a purge marker (`KV-Operation: PURGE`, the
+    key's older values rolled up) carrying `Nats-TTL`: watchers see the deletion at once, and the
+    server removes the marker itself once the TTL is up, so a deleted job leaves nothing behind in
+    `vcbus_status` for good (docs/operations.md "Retention"). A watcher away for longer misses the
+    deletion; it should read the bucket again (its keys are the live jobs)."""
+
     snapshot_every: int = 10_000
     """The decider and the projector save a snapshot of their state every this many records they
     fold, and on a clean stop (`VCBUS_SNAPSHOT_EVERY`; `0` never: every start refolds from
@@ -178,6 +186,8 @@ def from_environment(**overrides: Any) -> BusSettings:
         values["max_pods_per_job"] = parse_max_pods(os.environ[ENV_MAX_PODS])
     if os.environ.get(ENV_HISTORY_RETENTION):
         values["history_retention"] = parse_age(os.environ[ENV_HISTORY_RETENTION], ENV_HISTORY_RETENTION)
+    if os.environ.get(ENV_KV_MARKER_TTL):
+        values["kv_marker_ttl"] = parse_age(os.environ[ENV_KV_MARKER_TTL], ENV_KV_MARKER_TTL)
     if os.environ.get(ENV_SNAPSHOT_EVERY):
         values["snapshot_every"] = parse_snapshot_every(os.environ[ENV_SNAPSHOT_EVERY])
     values.update({k: v for k, v in overrides.items() if v is not None})
@@ -187,6 +197,7 @@ def from_environment(**overrides: Any) -> BusSettings:
 ENV_REPLICAS = "VCBUS_REPLICAS"
 ENV_MAX_AGE = "VCBUS_RETENTION_MAX_AGE"
 ENV_HISTORY_RETENTION = "VCBUS_HISTORY_RETENTION"
+ENV_KV_MARKER_TTL = "VCBUS_KV_MARKER_TTL"
 ENV_MAX_PODS = "VCBUS_MAX_PODS_PER_JOB"
 ENV_MAX_BYTES = "VCBUS_RETENTION_MAX_BYTES"
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "m": 1000**2, "mb": 1000**2, "g": 1000**3, "gb": 1000**3,

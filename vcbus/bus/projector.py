@@ -3,7 +3,8 @@
 Views (the same folds `vcbus replay` uses, `projections/`):
 
 - `vcbus_status`, key `<namespace>.<name>`: the vcjob `status` object Volcano
-  would write, as JSON. A deleted job's key is deleted.
+  would write, as JSON. A deleted job's key is purged; the purge marker goes
+  after `kv_marker_ttl` (`Writer`).
 - `vcbus_history`, same keys: the job's entry of the `vcbus replay --json`
   report (status, phase history, actions, divergences, errors, pending
   timers; docs/replay.md) without `commands` (those are VCBUS_CMDS, which
@@ -40,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from typing import Any
 
@@ -111,17 +113,40 @@ async def load_returned(bus: Bus, views: Views, *, refolded: bool = False) -> No
 
 
 class Writer:
-    """Writes keys with pipelined publishes to the buckets' subjects, checking every ack."""
+    """Writes keys with pipelined publishes to the buckets' subjects, checking every ack.
+
+    A key is deleted with a purge marker (`KV-Operation: PURGE`, `Nats-Rollup: sub`: what
+    nats.go's and nats-py's `KeyValue.purge` send), which watchers see as the key's deletion, with
+    `Nats-TTL` of the settings' `kv_marker_ttl` when the bucket allows per-message TTLs: the
+    server then removes the marker itself once the TTL is up, so deleted jobs leave no markers
+    behind for good. A bucket without `allow_msg_ttl` (a server before 2.11) keeps its markers."""
 
     def __init__(self, bus: Bus) -> None:
         self.js = bus.js
         self.timeout = bus.settings.publish_timeout
+        self.marker_ttl = getattr(bus.settings, "kv_marker_ttl", 0.0) or 0.0
         self.futures: list[asyncio.Future[Any]] = []
+        self._markers: dict[str, dict[str, str]] = {}  # bucket -> the headers of its purge markers
+
+    async def marker(self, bucket: str) -> dict[str, str]:
+        """The headers of a purge marker in `bucket` (its TTL checked once per writer)."""
+        headers = self._markers.get(bucket)
+        if headers is None:
+            headers = {"KV-Operation": "PURGE", "Nats-Rollup": "sub"}
+            if self.marker_ttl:
+                info = await self.js.stream_info(f"KV_{bucket}")
+                if info.config.allow_msg_ttl:
+                    headers["Nats-TTL"] = f"{max(1, math.ceil(self.marker_ttl))}s"
+                else:
+                    log.warning("projector: bucket %s allows no per-message TTL (nats-server before 2.11?): "
+                                "its delete markers stay", bucket)
+            self._markers[bucket] = headers
+        return headers
 
     async def put(self, bucket: str, key: str, value: bytes | None) -> None:
         subject = f"$KV.{bucket}.{key}"
         if value is None:
-            fut = await self.js.publish_async(subject, b"", headers={"KV-Operation": "DEL"})
+            fut = await self.js.publish_async(subject, b"", headers=dict(await self.marker(bucket)))
         else:
             fut = await self.js.publish_async(subject, value)
         self.futures.append(fut)

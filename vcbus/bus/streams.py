@@ -7,6 +7,10 @@ streams are file-backed; S2 compression is on for single-server streams
 (watch records are large and repetitive: managed pods compress several times
 over) and off for replicated ones (see `compression_for`).
 
+The KV buckets allow per-message TTLs (`allow_msg_ttl`, nats-server 2.11+; an
+older bucket is updated): the projector's delete markers expire
+(`vcbus.bus.projector.Writer`).
+
 Every stream allows atomic batch publish (`allow_atomic`, nats-server 2.12+;
 `vcbus.bus.batching`): the decider stores a batch's outputs with one write.
 VCBUS_K8S is created with `settings.partitions` partitions
@@ -98,11 +102,27 @@ async def ensure_streams(
         try:
             await js.key_value(bucket)
         except (BucketNotFoundError, NotFoundError):
-            await js.create_key_value(
+            await js.create_key_value(  # nats-py creates it with allow_msg_ttl (the projector's purge markers)
                 api.KeyValueConfig(
                     bucket=bucket, description=description, history=1, storage=api.StorageType.FILE, replicas=replicas
                 )
             )
+            continue
+        if update:
+            await _allow_msg_ttl(js, f"KV_{bucket}")
+
+
+async def _allow_msg_ttl(js: JetStreamContext, stream: str) -> None:
+    """A bucket created before nats-py set `allow_msg_ttl` gets it: the projector's purge markers carry
+    a TTL (vcbus.bus.projector.Writer). A server that cannot (before 2.11) keeps the bucket as it is."""
+    info = await js.stream_info(stream)
+    if info.config.allow_msg_ttl:
+        return
+    info.config.allow_msg_ttl = True
+    try:
+        await js.update_stream(info.config)
+    except Exception:  # a server without per-message TTLs: the markers stay, as before
+        pass
 
 
 def _apply_settings(have: api.StreamConfig, settings: BusSettings) -> bool:
