@@ -437,3 +437,18 @@ def test_a_batch_job_and_a_vcjob_of_one_name_keep_their_own_podgroups():
     assert both[f"{NS}/x"] == _by_key(vcjob)[f"{NS}/x"]
     assert [line for line in both[f"{NS}/x"] if line.startswith(("CreatePod ", "UpdatePodGroup"))] == [
         "UpdatePodGroup x-uid-x", "CreatePod x-t-0", "CreatePod x-t-1"]  # its own PodGroup, never podgroup-bj-x
+
+
+def test_a_batch_jobs_podgroup_is_published_as_no_vcjobs():
+    """The bus's `Vcbus-Job` header (with N > 1 partitions: the partition) of a PodGroup names a vcjob owner
+    only: batch/v1 Job `x`'s PodGroup is shared as any workload's, vcjob `x`'s goes with vcjob `x`."""
+    from tests.builders import podgroup
+    from vcbus.bus.publisher import prepare
+
+    def job_header(data: bytes) -> str | None:
+        msg = prepare(data, decode(data))
+        assert msg is not None
+        return msg.headers.get("Vcbus-Job")
+
+    assert job_header(_batch_job_x_records()[2]) is None
+    assert job_header(record("ADDED", podgroup("x", "Pending", namespace=NS))) == f"{NS}/x"

@@ -49,7 +49,7 @@ from nats.js import JetStreamContext
 from nats.js.api import PubAck
 
 from statemachines.cache import pod_identity
-from statemachines.model.objects import Command, Job, Pod, PodGroup
+from statemachines.model.objects import Command, Job, Pod, PodGroup, is_vcjob_ref
 from statemachines.model.cronjob import CronJobRecord
 from statemachines.model.jobflow import FlowRecord
 from statemachines.model.records import WATCH_TYPES, Decoded, Ignored, Observed, TimerRecord
@@ -81,9 +81,9 @@ def owner_job(obj: Any) -> str | None:
         ident = pod_identity(obj)
         name = ident.job_name if ident is not None else (meta.labels or {}).get("volcano.sh/job-name")
         return f"{meta.namespace}/{name}" if name else None
-    if isinstance(obj, PodGroup):
+    if isinstance(obj, PodGroup):  # a batch/v1 Job's (kind Job too) is no vcjob's: shared, as any workload's
         for ref in meta.owner_references or ():
-            if ref.kind == "Job":
+            if is_vcjob_ref(ref):
                 return f"{meta.namespace}/{ref.name}"
         return None
     if isinstance(obj, Command):
