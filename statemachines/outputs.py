@@ -494,13 +494,16 @@ class UpdatePodGroupStatus(Output, tag="cmd.podgroup.status.v1", kw_only=True):
 
 class UpdateQueueStatus(Output, tag="cmd.queue.status.v1", kw_only=True):
     """Merge-patch a Queue's status (job `_/<queue>`): the scheduler writes `allocated`;
-    the queue controller writes `state` and the PodGroup counts. Fields left None are not touched.
+    the queue controller writes `state`, when it changes. Fields left None are not touched.
+    `counts` (the PodGroup counts by phase) is no longer set, as Volcano's queue controller no
+    longer writes them; it stays in the contract, and the actuator still applies it, for
+    commands stored by an older vcbus.
     `uid`/`resource_version`: the Queue it was computed from (another incarnation is not written)."""
 
     queue: str
     state: str | None = None
     allocated: dict[str, str] | None = None  # Kubernetes quantity strings
-    counts: dict[str, int] | None = None  # pending, running, inqueue, unknown, completed
+    counts: dict[str, int] | None = None  # pending, running, inqueue, unknown, completed (older vcbus only)
     uid: str = ""
     resource_version: str = ""
 

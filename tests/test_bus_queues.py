@@ -48,9 +48,9 @@ async def test_queue_and_gc_decisions_on_the_bus(bus_settings, tmp_path):
     assert decider.stats.timers == 0 and decider.stats.poison == 0
     cmds = [o.command_decoder.decode(b) for _, subj, _, b in await stream_messages(bus_settings, s.CMDS_STREAM)]
     queue_cmds = [c for c in cmds if c.job == "_/default"]
-    assert [type(c).__name__ for c in queue_cmds] == ["UpdateQueueStatus", "UpdateQueueStatus", "DeleteBusCommand",
+    assert [type(c).__name__ for c in queue_cmds] == ["UpdateQueueStatus", "DeleteBusCommand",
                                                       "UpdateQueueStatus", "RecordEvent"]
-    assert [c.state for c in queue_cmds if isinstance(c, o.UpdateQueueStatus)] == ["Open", "Open", "Closing"]
+    assert [c.state for c in queue_cmds if isinstance(c, o.UpdateQueueStatus)] == ["Open", "Closing"]
     assert not any(isinstance(c, o.DeleteJob) for c in cmds)
     subjects = {subj for _, subj, _, _ in await stream_messages(bus_settings, s.CMDS_STREAM)}
     assert "vcbus.cmd._.default" in subjects

@@ -94,7 +94,7 @@ def test_the_role_engine_decides_what_the_engines_queue_controller_decides(many_
         else:
             assert not want
         compared += len(want)
-    assert compared > 50
+    assert compared > 8  # the queues' state writes, their QueueStateChanged and Events (no count writes)
 
 
 def test_an_engine_without_the_queue_controller_decides_the_rest_as_the_engine_does(many_jobs_log):
@@ -112,7 +112,7 @@ def test_an_engine_without_the_queue_controller_decides_the_rest_as_the_engine_d
         assert have == mine, seq
         dropped += len(want) - len(mine)
         kept += len(mine)
-    assert dropped > 50 and kept > 1000
+    assert dropped > 8 and kept > 1000
     assert isinstance(off.queue_controller, QueuesElsewhere) and not off.queue_controller_on
     assert full.queue_controller.queues and full.queue_controller_on
 
@@ -163,8 +163,8 @@ async def test_two_partitions_and_the_queue_role_store_the_queue_decisions_of_on
     cmds = [o.command_decoder.decode(b) for _, b in queue_outputs(one[s.CMDS_STREAM])]
     states = [c.state for c in cmds if isinstance(c, o.UpdateQueueStatus) and c.queue == "q2"]
     assert "Closing" in states and "Closed" in states and states[-1] == "Open"
-    counts = {(c.counts or {}).get("running") for c in cmds if isinstance(c, o.UpdateQueueStatus) and c.queue == "q2"}
-    assert 5 in counts  # the counts cover both partitions' PodGroups
+    # the state alone, as Volcano's queue controller writes it: no PodGroup counts (statemachines/queues/)
+    assert not [c for c in cmds if isinstance(c, o.UpdateQueueStatus) and c.counts is not None]
     ids = [h["Nats-Msg-Id"] for _, subj, h, _ in two[s.CMDS_STREAM] if s.job_of_subject(subj).startswith("_/")]
     assert ids and all(":q" in i for i in ids)
 

@@ -163,36 +163,61 @@ def test_a_state_volcano_does_not_know_is_refused(state):
 def test_a_new_queue_without_state_becomes_open():
     h = Harness()
     outs = h.feed("ADDED", queue_obj("q", state=None))
-    assert queue_outs(outs) == [("status", "q", "Open", Z), ("state", "q", "", "Open", "SyncQueue")]
+    assert queue_outs(outs) == [("status", "q", "Open", None), ("state", "q", "", "Open", "SyncQueue")]
     assert outs[0].job == "_/q" and outs[0].seq == 1 and outs[0].time == T0
 
 
-def test_an_open_queue_with_the_right_counts_is_not_written():
+def test_an_open_queue_is_not_written():
     h = Harness()
     assert queue_outs(h.feed("ADDED", queue_obj("q", state="Open"))) == []
 
 
-def test_counts_follow_podgroup_phases_and_are_written_only_when_they_change():
+def test_podgroup_phases_write_nothing_while_the_state_holds():
+    """Volcano's syncQueue counts the PodGroups by phase into its metrics and applies the state
+    alone, only when it changes (`queue_controller_action.go`, since f14999ca3): no count writes."""
     h = Harness()
     h.feed("ADDED", queue_obj("q", state="Open"))
-    assert queue_outs(h.feed("ADDED", pg_obj("a"))) == []  # phase "": listed, not counted
-    assert queue_outs(h.feed("MODIFIED", pg_obj("a", phase="Pending"))) == [("status", "q", "Open", (1, 0, 0, 0, 0))]
-    assert queue_outs(h.feed("MODIFIED", pg_obj("a", phase="Pending"))) == []  # same phase: no request
-    assert queue_outs(h.feed("ADDED", pg_obj("b", phase="Inqueue"))) == [("status", "q", "Open", (1, 0, 1, 0, 0))]
-    assert queue_outs(h.feed("MODIFIED", pg_obj("a", phase="Running"))) == [("status", "q", "Open", (0, 1, 1, 0, 0))]
-    assert queue_outs(h.feed("MODIFIED", pg_obj("b", phase="Unknown"))) == [("status", "q", "Open", (0, 1, 0, 1, 0))]
-    assert queue_outs(h.feed("MODIFIED", pg_obj("b", phase="Completed"))) == [("status", "q", "Open", (0, 1, 0, 0, 1))]
-    assert queue_outs(h.feed("ADDED", pg_obj("c", "other", phase="Running"))) == []  # another queue, not known
-    assert queue_outs(h.feed("DELETED", pg_obj("a", phase="Running"))) == [("status", "q", "Open", (0, 0, 0, 0, 1))]
-    assert queue_outs(h.feed("DELETED", pg_obj("b", phase="Completed"))) == [("status", "q", "Open", Z)]
+    for rtype, pg in [("ADDED", pg_obj("a")), ("MODIFIED", pg_obj("a", phase="Pending")),
+                      ("ADDED", pg_obj("b", phase="Inqueue")), ("MODIFIED", pg_obj("a", phase="Running")),
+                      ("MODIFIED", pg_obj("b", phase="Unknown")), ("MODIFIED", pg_obj("b", phase="Completed")),
+                      ("ADDED", pg_obj("c", "other", phase="Running")), ("DELETED", pg_obj("a", phase="Running")),
+                      ("DELETED", pg_obj("b", phase="Completed"))]:
+        assert queue_outs(h.feed(rtype, pg)) == [], (rtype, pg["metadata"]["name"])
 
 
-def test_podgroups_seen_before_their_queue_are_counted_when_it_appears():
+def test_the_counts_by_phase_follow_the_podgroups_for_the_metrics():
+    """What Volcano's syncQueue counts for its metrics (`pkg/controllers/metrics/queue.go`), here at any time."""
+    h = Harness()
+    h.feed("ADDED", queue_obj("q", state="Open"))
+    qc = h.engine.queue_controller
+
+    def counts() -> tuple[int, ...]:
+        return tuple(qc.podgroup_counts()["q"][p] for p in ("Pending", "Running", "Inqueue", "Unknown", "Completed"))
+
+    for rtype, pg, want in [
+        ("ADDED", pg_obj("a"), Z),  # phase "": listed, not counted
+        ("MODIFIED", pg_obj("a", phase="Pending"), (1, 0, 0, 0, 0)),
+        ("ADDED", pg_obj("b", phase="Inqueue"), (1, 0, 1, 0, 0)),
+        ("MODIFIED", pg_obj("a", phase="Running"), (0, 1, 1, 0, 0)),
+        ("MODIFIED", pg_obj("b", phase="Unknown"), (0, 1, 0, 1, 0)),
+        ("MODIFIED", pg_obj("b", phase="Completed"), (0, 1, 0, 0, 1)),
+        ("ADDED", pg_obj("c", "other", phase="Running"), (0, 1, 0, 0, 1)),  # another queue, not known
+        ("DELETED", pg_obj("a", phase="Running"), (0, 0, 0, 0, 1)),
+        ("DELETED", pg_obj("b", phase="Completed"), Z),
+    ]:
+        h.feed(rtype, pg)
+        assert counts() == want, (rtype, pg["metadata"]["name"])
+    assert list(qc.podgroup_counts()) == ["q"]  # only the queues the controller knows, as Volcano's syncQueue
+
+
+def test_podgroups_seen_before_their_queue_hold_it_closing_when_it_appears():
     h = Harness()
     h.feed("ADDED", pg_obj("a", phase="Running"))
     h.feed("ADDED", pg_obj("b", phase="Inqueue", namespace="other"))
     outs = h.feed("ADDED", queue_obj("q", state=None))
-    assert queue_outs(outs) == [("status", "q", "Open", (0, 1, 1, 0, 0)), ("state", "q", "", "Open", "SyncQueue")]
+    assert queue_outs(outs) == [("status", "q", "Open", None), ("state", "q", "", "Open", "SyncQueue")]
+    assert queue_outs(h.feed("ADDED", queue_command("q", "CloseQueue")))[1:3] == [
+        ("status", "q", "Closing", None), ("state", "q", "Open", "Closing", "CloseQueue")]
 
 
 def test_our_write_coming_back_late_is_not_taken_for_someone_elses():
@@ -209,8 +234,10 @@ def test_someone_elses_state_is_adopted_and_kept_as_volcano_keeps_it():
     h = Harness()
     h.feed("ADDED", queue_obj("q", state="Open"))
     assert queue_outs(h.feed("MODIFIED", queue_obj("q", state="Closed"))) == []
-    # the next sync starts from Closed: closed.go keeps it Closed, and the counts are written
-    assert queue_outs(h.feed("ADDED", pg_obj("a", phase="Pending"))) == [("status", "q", "Closed", (1, 0, 0, 0, 0))]
+    # the next sync starts from Closed: closed.go keeps it Closed, so nothing is written
+    assert queue_outs(h.feed("ADDED", pg_obj("a", phase="Pending"))) == []
+    assert queue_outs(h.feed("ADDED", queue_command("q", "OpenQueue")))[1:3] == [
+        ("status", "q", "Open", None), ("state", "q", "Closed", "Open", "OpenQueue")]
 
 
 def test_a_deleted_queue_forgets_its_podgroups_as_volcano_does():
@@ -218,10 +245,11 @@ def test_a_deleted_queue_forgets_its_podgroups_as_volcano_does():
     h.feed("ADDED", queue_obj("q", state="Open"))
     h.feed("ADDED", pg_obj("a", phase="Running"))
     assert queue_outs(h.feed("DELETED", queue_obj("q", state="Open", running=1))) == []
-    # deleteQueue dropped c.podGroups[q]: the new queue counts nothing until a PodGroup changes
+    # deleteQueue dropped c.podGroups[q]: the new queue lists no PodGroup until one changes, so it closes at once
     assert queue_outs(h.feed("ADDED", queue_obj("q", state=None, uid="uid-q2"))) == [
-        ("status", "q", "Open", Z), ("state", "q", "", "Open", "SyncQueue")]
-    assert queue_outs(h.feed("MODIFIED", pg_obj("a", phase="Completed"))) == [("status", "q", "Open", (0, 0, 0, 0, 1))]
+        ("status", "q", "Open", None), ("state", "q", "", "Open", "SyncQueue")]
+    assert queue_outs(h.feed("ADDED", queue_command("q", "CloseQueue")))[1:3] == [
+        ("status", "q", "Closed", None), ("state", "q", "Open", "Closed", "CloseQueue")]
 
 
 # ---------------------------------------------------------------- commands
@@ -238,10 +266,9 @@ def test_close_then_closed_when_the_last_podgroup_goes():
         ("state", "q", "Open", "Closing", "CloseQueue"),
         ("event", "q", "Normal", "CloseQueue", "Close queue succeed"),
     ]
-    assert queue_outs(h.feed("MODIFIED", pg_obj("a", phase="Completed"))) == [
-        ("status", "q", "Closing", (0, 0, 0, 0, 1))]
+    assert queue_outs(h.feed("MODIFIED", pg_obj("a", phase="Completed"))) == []  # still listed: Closing holds
     assert queue_outs(h.feed("DELETED", pg_obj("a", phase="Completed"))) == [
-        ("status", "q", "Closed", Z), ("state", "q", "Closing", "Closed", "SyncQueue")]
+        ("status", "q", "Closed", None), ("state", "q", "Closing", "Closed", "SyncQueue")]
 
 
 def test_close_an_empty_queue_is_closed_at_once_and_open_reopens_it():
@@ -293,7 +320,7 @@ def test_any_other_action_is_a_sync(action):
     # Closing with no PodGroup left: a sync closes it
     assert queue_outs(h.feed("ADDED", queue_command("q", action))) == [
         ("consume", "q", "default", f"q-{action.lower()}-x"),
-        ("status", "q", "Closed", Z),
+        ("status", "q", "Closed", None),
         ("state", "q", "Closing", "Closed", "SyncQueue"),
     ]
 
@@ -308,7 +335,7 @@ def test_root_cannot_be_closed():
 def test_an_unknown_queue_stays_unknown_until_a_command():
     h = Harness()
     h.feed("ADDED", queue_obj("q", state="Unknown"))
-    assert queue_outs(h.feed("ADDED", pg_obj("a", phase="Pending"))) == [("status", "q", "Unknown", (1, 0, 0, 0, 0))]
+    assert queue_outs(h.feed("ADDED", pg_obj("a", phase="Pending"))) == []  # unknown.go keeps Unknown
     assert queue_outs(h.feed("ADDED", queue_command("q", "CloseQueue")))[1:3] == [
         ("status", "q", "Closing", None), ("state", "q", "Unknown", "Closing", "CloseQueue")]
 

@@ -18,8 +18,16 @@ The state is the queue's `status.state` as the log shows it, overlaid by our own
 writes until they come back (a record that shows a state we wrote, or the one before
 our writes, is our write lagging; anything else is someone else's write and is
 adopted, as Volcano's lister would). Outputs (job `_/<queue>`): `UpdateQueueStatus`
-(state and PodGroup counts, only when they change), `QueueStateChanged`, and
-`RecordEvent` on the Queue where Volcano records one.
+(the state, only when it changes), `QueueStateChanged`, and `RecordEvent` on the Queue
+where Volcano records one.
+
+The PodGroup counts by phase (`status.pending`, `running`, ...) are not written: since
+Volcano's f14999ca3 ("move metrics related with podgroup to vc-controller", November
+2024) its syncQueue counts them into its metrics and applies `status.state` alone, and
+only when the state changes (`queue_controller_action.go`). So a PodGroup's phase change
+writes nothing unless it moves the queue's state (Closing -> Closed when the last one
+goes). The counts are on `/metrics` under Volcano's names (`podgroup_counts`), and
+`vcbus queue list/get` count the PodGroups themselves, as vcctl does.
 
 Where vcbus differs (docs/queues.md): the `volcano.sh/closed-by-parent` annotation and
 the `spec.parent: root` default are kept in this fold, not written to the Queue (no
@@ -52,7 +60,7 @@ from statemachines.queues.machine import (
     handling,
     trigger_of,
 )
-from statemachines.queues.podgroups import COUNT_FIELDS, QueuePodGroups
+from statemachines.queues.podgroups import COUNTED, QueuePodGroups
 
 QUEUE_API_VERSION = "scheduling.volcano.sh/v1beta1"
 CLOSED_BY_PARENT = "volcano.sh/closed-by-parent"
@@ -63,31 +71,24 @@ COMMAND_ISSUED = "CommandIssued"
 MAX_TRAIL = 32  # our writes not yet seen back; older ones are forgotten
 MAX_REQUESTS = 10_000  # per record: a cycle in the hierarchy must not hang the fold
 
-Status = tuple[str, tuple[int, ...]]  # (state, counts in COUNT_FIELDS order)
-
 
 class QueueEntry:
-    __slots__ = ("name", "key", "uid", "resource_version", "parent", "state", "counts", "trail", "closed_by_parent")
+    __slots__ = ("name", "key", "uid", "resource_version", "parent", "state", "trail", "closed_by_parent")
 
-    def __init__(self, name: str, uid: str, parent: str, recorded: Status, resource_version: str = "") -> None:
+    def __init__(self, name: str, uid: str, parent: str, recorded: str, resource_version: str = "") -> None:
         self.name = name
         self.key = queue_key(name)  # the outputs' `job`
         self.uid = uid
         self.resource_version = resource_version  # of the last Queue record: what a status write was computed from
         self.parent = parent
-        self.state, self.counts = recorded
-        self.trail: list[Status] = [recorded]  # the last recorded status, then our writes since
+        self.state = recorded  # `status.state`
+        self.trail: list[str] = [recorded]  # the last recorded state, then our writes since
         self.closed_by_parent = False
 
     @property
     def effective_parent(self) -> str:
         """`spec.parent`, with Volcano's default (updateQueueParent writes `root`)."""
         return self.parent or ("" if self.name == ROOT else ROOT)
-
-
-def recorded_status(q: Queue) -> Status:
-    s = q.status
-    return s.state, (s.pending, s.running, s.inqueue, s.unknown, s.completed)
 
 
 def is_queue_reference(ref: OwnerReference | None) -> TypeGuard[OwnerReference]:
@@ -132,6 +133,12 @@ class QueueController:
             component=COMPONENT,
         )
 
+    def podgroup_counts(self) -> dict[str, dict[str, int]]:
+        """Each known queue's PodGroups by phase: what Volcano's syncQueue puts in its metrics
+        (`pkg/controllers/metrics/queue.go` UpdateQueueMetrics), read when `/metrics` is scraped."""
+        counts_of = self.podgroups.counts_of
+        return {name: dict(zip(COUNTED, counts_of(name), strict=True)) for name in sorted(self.queues)}
+
     # ------------------------------------------------------------------ input (queue_controller_handler.go)
 
     def queue(self, rtype: str, q: Queue) -> None:
@@ -141,7 +148,7 @@ class QueueController:
             self.queues.pop(name, None)
             self.podgroups.forget_queue(name)  # deleteQueue forgets the queue's PodGroups
             return
-        recorded = recorded_status(q)
+        recorded = q.status.state
         entry = self.queues.get(name)
         annotation = (meta.annotations or {}).get(CLOSED_BY_PARENT)
         if entry is None or (entry.uid and meta.uid and entry.uid != meta.uid):
@@ -158,13 +165,13 @@ class QueueController:
         if rtype == "ADDED" or old_parent != entry.parent:
             self.request(name, SYNC_QUEUE, OUT_OF_SYNC)
 
-    def _observe(self, entry: QueueEntry, recorded: Status) -> None:
-        """A recorded status: our write coming back (it is on the trail), or someone else's (adopted)."""
+    def _observe(self, entry: QueueEntry, recorded: str) -> None:
+        """A recorded state: our write coming back (it is on the trail), or someone else's (adopted)."""
         trail = entry.trail
         if recorded in trail:
             del trail[: trail.index(recorded)]
             return
-        entry.state, entry.counts = recorded
+        entry.state = recorded
         entry.trail = [recorded]
 
     def podgroup(self, rtype: str, pg: PodGroup) -> None:
@@ -245,39 +252,26 @@ class QueueController:
 
     # ------------------------------------------------------------------ queue functions (queue_controller_action.go)
 
-    def _write(self, entry: QueueEntry, state: str, counts: tuple[int, ...] | None, fn: str) -> bool:
-        """Write the status if it changes; True when the state moved."""
-        new_counts = entry.counts if counts is None else counts
-        if state == entry.state and new_counts == entry.counts:  # (no two tuples built to compare)
-            return False
+    def _write(self, entry: QueueEntry, state: str, fn: str) -> bool:
+        """Write the state if it changes (Volcano's "ignore update when state does not change"); True when
+        it did."""
         old = entry.state
-        entry.state, entry.counts = state, new_counts
-        entry.trail.append((state, new_counts))
+        if state == old:
+            return False
+        entry.state = state
+        entry.trail.append(state)
         if len(entry.trail) > MAX_TRAIL:
             del entry.trail[0]
         name = entry.name
-        host = self.host
-        # built by its keywords (`JobContext.emit`): the queue is synced on every PodGroup record, and most
-        # syncs write
-        host.out.append(o.UpdateQueueStatus(
-            job=entry.key,
-            seq=host.seq,
-            time=host.now,
-            queue=name,
-            state=state,
-            counts=dict(zip(COUNT_FIELDS, new_counts, strict=True)) if counts is not None else None,
-            uid=entry.uid,
-            resource_version=entry.resource_version,
-        ))
-        if old == state:
-            return False
-        self.emit(o.QueueStateChanged, entry.name, queue=entry.name, from_state=old, to_state=state, action=fn)
+        self.emit(o.UpdateQueueStatus, name, queue=name, state=state, uid=entry.uid,
+                  resource_version=entry.resource_version)
+        self.emit(o.QueueStateChanged, name, queue=name, from_state=old, to_state=state, action=fn)
         return True
 
     def _sync(self, entry: QueueEntry, trigger: str) -> None:
         name = entry.name
         state = fire(entry.state, trigger, Check(self.podgroups.podgroups_of(name)))
-        self._write(entry, state, self.podgroups.counts_of(name), SYNC_QUEUE)
+        self._write(entry, state, SYNC_QUEUE)
         self._sync_hierarchy(entry)
 
     def _open(self, entry: QueueEntry, action: str, event: str) -> None:
@@ -300,7 +294,7 @@ class QueueController:
                 if child.closed_by_parent:
                     self.request(child.name, OPEN_QUEUE, "")
         state = fire(entry.state, OPEN_QUEUE, Check(self.podgroups.podgroups_of(name)))
-        self._write(entry, state, None, FN_OPEN)
+        self._write(entry, state, FN_OPEN)
         entry.closed_by_parent = False
 
     def _close(self, entry: QueueEntry) -> None:
@@ -313,7 +307,7 @@ class QueueController:
                     child.closed_by_parent = True
                     self.request(child.name, CLOSE_QUEUE, "")
         state = fire(entry.state, CLOSE_QUEUE, Check(self.podgroups.podgroups_of(name)))
-        if self._write(entry, state, None, FN_CLOSE):
+        if self._write(entry, state, FN_CLOSE):
             self.record_event(name, CLOSE_QUEUE, "Close queue succeed")
 
     def _children(self, name: str) -> list[QueueEntry]:

@@ -2,8 +2,9 @@
 
 Volcano's queue controller keeps, per queue, the PodGroups that name it
 (`c.podGroups`) and counts them by `status.phase` when it syncs the queue
-(`queue_controller_action.go` syncQueue). Here the counts are kept up to date on
-every PodGroup record instead, so a sync reads them without walking the PodGroups.
+(`queue_controller_action.go` syncQueue), into its metrics, not into the Queue. Here the
+counts are kept up to date on every PodGroup record instead, and `/metrics` reads them
+when it is scraped (`QueueController.podgroup_counts`).
 """
 
 from __future__ import annotations

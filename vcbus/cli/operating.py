@@ -91,11 +91,13 @@ class Operations:
 
     # ------------------------------------------------------------------ services
 
-    def watch(self, *, decider: Any = None, projector: Any = None, scheduler: Any = None, actuator: Any = None) -> None:
-        """Register the running services: their stats for /metrics, their lag for /readyz."""
+    def watch(self, *, decider: Any = None, projector: Any = None, scheduler: Any = None, actuator: Any = None,
+              queues: Any = None) -> None:
+        """Register the running services: their stats for /metrics, their lag for /readyz. `queues`: the
+        decider that runs the queue controller (the queue role's with N > 1 partitions)."""
         from vcbus.bus import subjects as s
 
-        m.SERVICES.watch(decider=decider, scheduler=scheduler, projector=projector)
+        m.SERVICES.watch(decider=decider, scheduler=scheduler, projector=projector, queues=queues)
         if decider is not None:
             from vcbus.bus.decider import DURABLE
 

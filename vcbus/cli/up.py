@@ -477,7 +477,9 @@ async def run_services(
         opts = scheduler or SchedulerOptions(None)
         sched = SchedulerService(buses.get("scheduler", bus), period=opts.period, **({"config": opts.config} if opts.config else {}))
     if ops is not None:  # /metrics reads their stats, /readyz their lag
-        ops.watch(decider=decider, projector=projector, scheduler=sched, actuator=getattr(cluster, "actuator", None))
+        queues = next((d for d in deciders if d.engine.queue_controller_on), None)
+        ops.watch(decider=decider, projector=projector, scheduler=sched, actuator=getattr(cluster, "actuator", None),
+                  queues=queues)
     if once:
         if deciders:
             await asyncio.gather(*(d.run(stop=stop, until_idle=True) for d in deciders))

@@ -70,7 +70,7 @@ JSON_PATCH = "application/json-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 # PodGroupStatus (pkg/apis/scheduling/v1beta1/types.go): what UpdatePodGroupStatus replaces.
 PODGROUP_STATUS_FIELDS = ("phase", "conditions", "running", "succeeded", "failed")
-# QueueStatus counts of PodGroups by phase, written by the queue controller.
+# QueueStatus counts of PodGroups by phase, written by the queue controller of an older vcbus (statemachines/outputs.py).
 QUEUE_COUNTS = ("pending", "running", "inqueue", "unknown", "completed")
 
 

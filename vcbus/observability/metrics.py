@@ -22,6 +22,8 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histo
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from statemachines.queues.podgroups import COUNTED
+
 DECISIONS = Counter(
     "vcbus_decisions_total",
     "Outputs the decider decided, by kind (event|command) and action (the output type, e.g. CreatePod); "
@@ -115,11 +117,14 @@ class ServiceStats(Collector):
         self.decider: Any = None
         self.scheduler: Any = None
         self.projector: Any = None
+        self.queues: Any = None  # the decider whose engine runs the queue controller
 
-    def watch(self, *, decider: Any = None, scheduler: Any = None, projector: Any = None) -> None:
+    def watch(self, *, decider: Any = None, scheduler: Any = None, projector: Any = None,
+              queues: Any = None) -> None:
         self.decider = decider or self.decider
         self.scheduler = scheduler or self.scheduler
         self.projector = projector or self.projector
+        self.queues = queues or self.queues
 
     def collect(self) -> Iterator[Any]:
         d = self.decider
@@ -148,6 +153,19 @@ class ServiceStats(Collector):
         p = self.projector
         if p is not None:
             yield _counter("vcbus_projector_events", "Events folded into the KV views.", p.written)
+        if self.queues is not None:
+            yield from _queue_podgroups(self.queues.engine.queue_controller.podgroup_counts())
+
+
+def _queue_podgroups(counts: dict[str, dict[str, int]]) -> Iterator[GaugeMetricFamily]:
+    """Volcano's queue metrics (`pkg/controllers/metrics/queue.go`), by its names: a queue's PodGroups by
+    phase, which its queue controller no longer writes into the Queue's status (nor does vcbus's)."""
+    for phase in COUNTED:
+        family = GaugeMetricFamily(f"volcano_queue_pod_group_{phase.lower()}_count",
+                                   f"The number of {phase} PodGroup in this queue", labels=["queue_name"])
+        for queue, by_phase in counts.items():
+            family.add_metric([queue], by_phase[phase])
+        yield family
 
 
 def _counter(name: str, doc: str, value: float) -> CounterMetricFamily:
