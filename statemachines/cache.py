@@ -132,6 +132,10 @@ class JobEntry:
         "versions",
         "facts",
         "idle",
+        "creating",
+        "requeue",
+        "requeues",
+        "refused_seq",
     )
 
     def __init__(self, key: str, namespace: str, name: str) -> None:
@@ -161,6 +165,14 @@ class JobEntry:
         self.facts: Any = None
         # what syncJob last found nothing to do with (statemachines/job/sync.py `SyncMemo`)
         self.idle: Any = None
+        # our CreatePods the log has not shown yet: pod name -> (task, when the create counts as
+        # lost), oldest first (statemachines/job/sync.py; docs/fidelity.md)
+        self.creating: dict[str, tuple[str, str]] = {}
+        # a refused create's sync requeued with backoff (statemachines/intake/refusals.py): the
+        # timer, the failed syncs in a row (the rate limiter's NumRequeues), the last refused decision
+        self.requeue: Any = None
+        self.requeues = 0
+        self.refused_seq = 0
 
     def find_pod(self, task: str, name: str) -> PodState | None:
         pods = self.pods.get(task)
@@ -184,6 +196,8 @@ class JobEntry:
             del self.pods[task]
         if pod is not None:
             self.tasks.forget(pod)
+            if self.creating:
+                self.creating.pop(name, None)
         return pod
 
     def live_pods(self) -> int:

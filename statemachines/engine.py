@@ -18,6 +18,9 @@ A record's path, top-down:
   §6, §7), with one more pass after a phase change; the task machine
   (statemachines/task/) steps on pod changes;
 - statemachines/timers/: delayed actions, fired when the log's time passes them;
+- statemachines/intake/refusals.py: a command the API server refused (a REFUSED
+  record the actuator appends): a refused pod create is dropped from the cache
+  and the job's sync requeued with backoff, as Volcano's handleJobError;
 - statemachines/following.py: recorded statuses (someone else's writes) are
   adopted, compared with ours (`Divergence`) and their versions followed; they
   never drive decisions.
@@ -44,13 +47,14 @@ from statemachines.intake.commands import on_command
 from statemachines.intake.jobs import on_job
 from statemachines.intake.podgroups import on_podgroup
 from statemachines.intake.pods import on_pod
+from statemachines.intake.refusals import on_refusal
 from statemachines.job.causes import phase_cause
 from statemachines.jobflows.controller import JobFlowController
 from statemachines.model.cronjob import CronJobRecord
 from statemachines.model.jobflow import FlowRecord, JobFlow, JobTemplate
 from statemachines.model.objects import OWNER_KINDS, Command, Job, Pod, PodGroup, Queue, job_key
 from statemachines.model.record_time import object_time
-from statemachines.model.records import Decoded, Observed, TimerRecord
+from statemachines.model.records import Decoded, Observed, RefusalRecord, TimerRecord
 from statemachines.model.status import JobStatus
 from statemachines.model.timefmt import ZERO_TIME, normalize
 from statemachines.podgroups.controller import SCHEDULER_NAMES, PodGroupController
@@ -203,6 +207,8 @@ class Engine:
             timer = self.timers.take(record.timer.id)
             if timer is not None:
                 run_timer(self, timer)
+        elif type(record) is RefusalRecord:
+            self._refusal(record)
         elif type(record) is CronJobRecord:
             self._cronjob(record)
         elif type(record) is FlowRecord:
@@ -268,6 +274,16 @@ class Engine:
         else:
             self.queues[obj.metadata.name] = obj
         self.queue_controller.queue(rtype, obj)
+
+    def _refusal(self, record: RefusalRecord) -> None:
+        """A command the API server refused (statemachines/intake/refusals.py): the log's time moves (due
+        timers fire first), the refusal goes to the job controller, then timers due at once fire."""
+        if not self.job_controller_on:
+            self.ignored += 1
+            return
+        self._reach(record.time)
+        on_refusal(self, record.refusal)
+        self._fire_at_once()
 
     def _cronjob(self, record: CronJobRecord) -> None:
         """A CronJob record: the log's time moves (due timers fire first), then the CronJob controller syncs."""

@@ -20,6 +20,7 @@ from typing import Any
 from statemachines import outputs as o
 from statemachines.cache import JobEntry
 from statemachines.cronjobs.controller import ACTION as CRONJOB_ACTION
+from statemachines.hosted import BACKOFF_POLICY
 from statemachines.job.causes import policy_text
 from statemachines.job.handling import PodOp
 from statemachines.job.kill import Target, kill_job, kill_target
@@ -106,12 +107,14 @@ def execute(engine: Any, entry: JobEntry, action: str, target: Target | None) ->
     return True
 
 
-def sync_failed(engine: Any, entry: JobEntry, action: str, err: SyncError) -> None:
+def sync_failed(engine: Any, entry: JobEntry, action: str, err: SyncError | str) -> None:
     """The sync cannot proceed: TerminateJob at once.
 
     Volcano requeues the request with backoff and, after --max-requeue-num (15)
     failures, forces TerminateJob. Nothing in the log can change the outcome
-    of those retries, so vcbus takes that path at once (docs/fidelity.md)."""
+    of those retries, so vcbus takes that path at once (docs/fidelity.md). A refused
+    pod create's requeues are modelled (statemachines/intake/refusals.py): the log
+    shows each one's outcome; it comes here after the last."""
     assert entry.status is not None
     engine.emit(o.SyncFailed, entry, message=str(err))
     engine.executing = f"sync failed ({err}), retry limit reached -> TerminateJob"
@@ -142,6 +145,12 @@ def run_timer(engine: Any, timer: Timer) -> None:
     if entry is None or entry.job is None or entry.status is None:
         return
     engine.emit(o.TimerFired, entry, timer=timer.id, action=timer.action)
+    if timer.policy == BACKOFF_POLICY:  # a refused create's sync, requeued (statemachines/intake/refusals.py)
+        if entry.requeue is timer:
+            entry.requeue = None
+        engine.executing = timer
+        handle(engine, entry, Request(event=_OUT_OF_SYNC, source="timer"))
+        return
     engine.emit(
         o.ActionResolved,
         entry,

@@ -122,12 +122,13 @@ def document() -> dict[str, Any]:
         "title": f"The log: Kubernetes watch records as observed (stream {s.K8S_STREAM})",
         "description": "Not CloudEvents: the watch event as the API server sent it, `managedFields` reduced "
                        "to who wrote and when (docs/events.md). `kind` `timer` holds the decider's TIMER "
-                       "records, `bookmark` and `error` the log's BOOKMARK and watch ERROR records.",
+                       "records, `refusal` the actuator's REFUSED records (a command the API server refused "
+                       "for good), `bookmark` and `error` the log's BOOKMARK and watch ERROR records.",
         "parameters": {
             "kind": {"description": "Lower-case kind: job, pod, podgroup, queue, command, node, priorityclass, "
                                         "namespace, persistentvolumeclaim, persistentvolume, storageclass, service, "
                                         "replicationcontroller, replicaset, statefulset, daemonset, batchjob (a batch/v1 Job), "
-                                        "cronjob, jobflow, jobtemplate, timer, bookmark, error."},
+                                        "cronjob, jobflow, jobtemplate, timer, refusal, bookmark, error."},
             "namespace": {"description": "The object's namespace, `_` for cluster-scoped objects."},
             "name": {"$ref": "#/components/parameters/name"},
         },
@@ -140,9 +141,12 @@ def document() -> dict[str, Any]:
         "headers": {"type": "object", "properties": {
             name: {"type": "string"} for name in ("Nats-Msg-Id", "Vcbus-Kind", "Vcbus-Namespace", "Vcbus-Name",
                                                   "Vcbus-Resource-Version", "Vcbus-Type", "Vcbus-Job")}},
-        "payload": {"type": "object", "required": ["type", "object"], "properties": {
-            "type": {"type": "string", "enum": ["ADDED", "MODIFIED", "DELETED", "TIMER"]},
-            "object": {"type": "object"}}},
+        "payload": {"type": "object", "required": ["type"], "properties": {
+            "type": {"type": "string", "enum": ["ADDED", "MODIFIED", "DELETED", "TIMER", "REFUSED"]},
+            "object": {"type": "object", "description": "the watched object (ADDED, MODIFIED, DELETED)"},
+            "timer": {"type": "object", "description": "TIMER: job, id, due"},
+            "refusal": {"type": "object", "description": "REFUSED: job, command, name, task, seq, jobUid, "
+                                                         "jobVersion, code, reason, message (docs/events.md)"}}},
     }
     operations["send.log"] = {"action": "send", "channel": {"$ref": "#/channels/log"},
                               "messages": [{"$ref": "#/channels/log/messages/watch-record"}]}

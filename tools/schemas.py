@@ -1,7 +1,9 @@
 """JSON Schemas of every domain event and command, generated from the msgspec types.
 
 One file per type in docs/schemas/, named after the tag (`job.phase.changed.v1.json`),
-plus `index.json` mapping each CloudEvents type to its file and stream. The
+plus `index.json` mapping each CloudEvents type to its file and stream, and
+`k8s.refused.v1.json`: the REFUSED record the actuator appends to VCBUS_K8S (not a
+CloudEvent: a log record, as the watch and TIMER records are). The
 types in `statemachines/outputs.py` are the source of truth; a test checks
 that the checked-in files are what this module generates.
 
@@ -20,6 +22,7 @@ from typing import Any
 import msgspec
 
 from statemachines import outputs as o
+from statemachines.model.records import REFUSED, RefusalSpec
 from vcbus.bus import subjects as s
 from vcbus.bus.cloudevents import TYPE_PREFIX
 
@@ -64,7 +67,34 @@ def generate() -> dict[str, str]:
             }
         )
     files["index.json"] = json.dumps(index, indent=2) + "\n"
+    files[REFUSAL_FILE] = json.dumps(refusal_schema(), indent=2, sort_keys=False) + "\n"
     return files
+
+
+REFUSAL_FILE = "k8s.refused.v1.json"
+
+
+def refusal_schema() -> dict[str, Any]:
+    """The REFUSED record's body (statemachines.model.records.RefusalRecord)."""
+    generated = msgspec.json.schema(RefusalSpec)
+    return {
+        "$schema": DIALECT,
+        "$id": REFUSAL_FILE,
+        "title": "REFUSED record",
+        "description": (
+            f"A command the API server refused for good, appended by the actuator to {s.K8S_STREAM} on "
+            f"{s.K8S_PREFIX}.{s.REFUSAL_KIND}.<namespace>.<name> (msg id `refused:<the command's msg id>`); "
+            "the decider folds it (docs/events.md). Generated from statemachines.model.records.RefusalSpec."
+        ),
+        "type": "object",
+        "required": ["type", "refusal"],
+        "properties": {
+            "type": {"enum": [REFUSED]},
+            "time": {"type": "string", "description": "when the actuator had the answer (RFC 3339)"},
+            "refusal": {"$ref": "#/$defs/RefusalSpec"},
+        },
+        "$defs": generated.get("$defs", {}),
+    }
 
 
 def stale(directory: pathlib.Path = DEFAULT_DIR) -> list[str]:

@@ -50,7 +50,7 @@ from statemachines.model.objects import Command, Job, Pod, PodGroup
 from statemachines.model.record_time import object_time
 from statemachines.model.cronjob import CronJobRecord
 from statemachines.model.jobflow import FlowRecord
-from statemachines.model.records import Ignored, Observed, TimerRecord
+from statemachines.model.records import Ignored, Observed, RefusalRecord, TimerRecord
 from statemachines.scheduler.objects import API_VERSIONS as SCHEDULER_READS  # the kinds the scheduler folds
 from statemachines.model.timefmt import fmt, normalize, parse
 from vcbus.errors import UserError
@@ -540,7 +540,7 @@ class _Fold:
                 replay.warn(watch_error(replay.source, seq, data))
             elif seq == self.list_end:  # the initial list's end: from here on, etcd's order
                 self.checking = self.order is not None
-        elif cls is not TimerRecord and cls is not CronJobRecord and cls is not FlowRecord:
+        elif cls is not TimerRecord and cls is not RefusalRecord and cls is not CronJobRecord and cls is not FlowRecord:
             replay.invalid(self.result, decoded)  # type: ignore[arg-type]
             return False
         if self.skip and seq in self.skip:  # the engine failed on it in an earlier pass

@@ -68,7 +68,10 @@ def on_pod(engine: Any, rtype: str, pod: Pod) -> None:
         else:
             fresh = False
             if not cached.observed:
-                old_phase = ""  # only our own CreatePod so far
+                old_phase = ""  # only our own CreatePod so far: it landed
+                if entry.creating:
+                    entry.creating.pop(name, None)
+                entry.requeues = 0  # a create went through: the rate limiter forgets the job's failures
             elif rtype == "MODIFIED" and cached.resource_version == meta.resource_version:
                 return  # an informer resync: ignored, as Volcano does
             else:

@@ -31,12 +31,17 @@ from statemachines.job.writes import (
 )
 from statemachines.model.objects import TaskSpec
 from statemachines.model.status import POD_PHASES, JobStatus, copy_status, set_counts, set_transition
+from statemachines.model.timefmt import add
 from statemachines.model.vocabulary import Phase
 from statemachines.task.handlers import step_task
 from statemachines.task.machine import PODS_CHANGED
 
 _PENDING = Phase.PENDING.value  # plain str: a StrEnum member is slow to compare and hash
 IDLE_MEMO = True  # remember when the reconciliation had nothing to do (`JobEntry.idle`); off: tests compare
+# A CreatePod the log has shown neither the pod of nor a refusal for after this many seconds of the log's
+# time counts as lost: the next sync creates the pod again (an AlreadyExists if it landed after all).
+# Volcano never caches its own creates, so it has no such state (docs/fidelity.md).
+LOST_CREATE_AFTER = 60
 
 
 class SyncError(Exception):
@@ -185,12 +190,16 @@ def _reconcile_pods(ctx: JobContext, entry: JobEntry, facts: SpecFacts, status: 
     job = entry.job
     assert job is not None
     tasks = entry.tasks
+    lost = _forget_lost(ctx, entry) if entry.creating else None
     idle = entry.idle
     if idle is not None and idle.holds(status, job.spec, handling, tasks.epoch, pg):
         return  # nothing the rest reads has changed since it last found nothing to do
     survey = _survey(entry)
     if survey.to_create:
         _create(ctx, entry, survey.to_create, survey.per_task, status)
+    if lost:
+        for name in lost:  # the task machine sees the counts without the lost pods (again with them, if re-created)
+            step_task(ctx, entry, name, PODS_CHANGED)
     terminating = survey.terminating
     for pod, why in survey.to_delete:
         if not pod.deleting:
@@ -219,6 +228,26 @@ def _reconcile_pods(ctx: JobContext, entry: JobEntry, facts: SpecFacts, status: 
     write_status(ctx, entry, new, action, guard)
     if settled and guard is None and not handling.retry and IDLE_MEMO:
         entry.idle = SyncMemo(new, job.spec, handling, tasks.epoch, pg, pg.phase)  # the same counts give this status again
+
+
+def _forget_lost(ctx: JobContext, entry: JobEntry) -> list[str]:
+    """Our CreatePods that the log has not shown within `LOST_CREATE_AFTER`: out of the cache, so the
+    survey finds them missing and creates them again. The tasks they were of."""
+    now = ctx.now
+    lost: list[tuple[str, str]] = []
+    for name, (task, due) in entry.creating.items():
+        if due > now:
+            break  # oldest first: the rest are later still
+        lost.append((name, task))
+    tasks: dict[str, None] = {}
+    for name, task in lost:
+        pod = entry.find_pod(task, name)
+        if pod is not None and not pod.observed:
+            entry.drop_pod(task, name)
+            tasks[task] = None
+        else:
+            entry.creating.pop(name, None)
+    return list(tasks)
 
 
 def _survey(entry: JobEntry) -> _Survey:
@@ -276,6 +305,8 @@ def _create(ctx: JobContext, entry: JobEntry, to_create: list[tuple[TaskSpec, in
     assert job is not None
     blocked: dict[str, bool] = {}
     created: list[str] = []
+    creating = entry.creating
+    lost_at = ""
     for task, index, pod_name in to_create:
         if task.depends_on is not None:
             if task.name not in blocked:
@@ -289,6 +320,9 @@ def _create(ctx: JobContext, entry: JobEntry, to_create: list[tuple[TaskSpec, in
         ))
         placeholder = PodState(pod_name, task.name, version=status.version)
         entry.put_pod(placeholder)
+        lost_at = lost_at or add(ctx.now, LOST_CREATE_AFTER)
+        creating.pop(pod_name, None)  # (re-)inserted last: the oldest stay first
+        creating[pod_name] = (task.name, lost_at)
         created.append(task.name)
         counter = per_task.setdefault(task.name, {})
         counter["Pending"] = counter.get("Pending", 0) + 1

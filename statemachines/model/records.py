@@ -8,6 +8,9 @@ boundaries in files and streams, is `vcbus.watchlog`). One record decodes to:
 - `Ignored`: a valid record of another kind, a BOOKMARK, or the same kind in
   another API group; a `batch/v1` Job is `Observed` as a `BatchJob`, a pod's owner;
 - `TimerRecord`: a delayed action firing, as the bus log stores it;
+- `RefusalRecord`: a command the API server refused for good (a pod create denied by admission,
+  quota, a terminating namespace...), as the actuator appends it to the bus log: the outcome of
+  a decision, folded as any record is;
 - `CronJobRecord` (statemachines/model/cronjob.py): a watch event of a
   `batch.volcano.sh/v1alpha1` CronJob, with the time zones its schedule names
   (`zones`, resolved by the bridge);
@@ -79,7 +82,31 @@ class TimerRecord(Struct, frozen=True):
     time: str | None = None
 
 
-Decoded = Union[Observed, Ignored, TimerRecord, CronJobRecord, FlowRecord]
+class RefusalSpec(Struct, frozen=True, rename="camel"):
+    """What the API server refused: the command (`command`: its type, e.g. CreatePod; `name`, `task`:
+    the object it named), the decision it came from (`seq`, the log record's sequence; `jobUid`,
+    `jobVersion`: the incarnation it was for) and the answer (`code`, `reason`, `message`)."""
+
+    job: str
+    command: str
+    name: str = ""
+    task: str = ""
+    seq: int = 0
+    job_uid: str = ""
+    job_version: int = 0
+    code: int = 0
+    reason: str = ""
+    message: str = ""
+
+
+class RefusalRecord(Struct, frozen=True):
+    refusal: RefusalSpec
+    time: str | None = None
+
+
+REFUSED = "REFUSED"  # the record's `type`
+
+Decoded = Union[Observed, Ignored, TimerRecord, RefusalRecord, CronJobRecord, FlowRecord]
 
 
 class _Envelope(Struct):
@@ -94,8 +121,15 @@ class _TimerEnvelope(Struct):
     time: str | None = None
 
 
+class _RefusalEnvelope(Struct):
+    type: str
+    refusal: RefusalSpec
+    time: str | None = None
+
+
 _typed = msgspec.json.Decoder(_Envelope)
 _timer = msgspec.json.Decoder(_TimerEnvelope)
+_refusal = msgspec.json.Decoder(_RefusalEnvelope)
 _generic = msgspec.json.Decoder()
 _cronjob = msgspec.json.Decoder(CronJobRecord)
 _flow = msgspec.json.Decoder(FlowRecord)
@@ -176,6 +210,8 @@ def _slow_path(data: bytes, typed_error: Exception) -> Decoded:
         except msgspec.DecodeError as err:
             raise RecordError(f"invalid TIMER record: {err}") from None
         return TimerRecord(env.timer, env.time)
+    if rtype == REFUSED:
+        return _refusal_record(data)
     if rtype == "BOOKMARK":
         return Ignored("BOOKMARK")
     if rtype == "ERROR":
@@ -207,6 +243,23 @@ def _slow_path(data: bytes, typed_error: Exception) -> Decoded:
         raise RecordError(f"{what(kind)} without metadata.name")
     message = str(typed_error).replace("$.object", f"{what(kind)} $")
     raise RecordError(message)
+
+
+def _refusal_record(data: bytes) -> RefusalRecord:
+    """A REFUSED record: its job a NAMESPACE/NAME key, its time RFC 3339 when it has one."""
+    try:
+        env = _refusal.decode(data)
+    except msgspec.DecodeError as err:
+        raise RecordError(f"invalid REFUSED record: {err}") from None
+    spec = env.refusal
+    ns, sep, name = spec.job.partition("/")
+    if not sep or not ns or not name:
+        raise RecordError(f"invalid REFUSED record: refusal.job {spec.job!r} is not NAMESPACE/NAME")
+    if not spec.command:
+        raise RecordError("invalid REFUSED record: refusal.command is empty")
+    if env.time is not None and not valid_time(env.time):
+        raise RecordError(f"invalid REFUSED record: time {env.time!r} is not an RFC 3339 time")
+    return RefusalRecord(spec, env.time)
 
 
 def _cronjob_record(data: bytes, rtype: str, obj: dict) -> CronJobRecord:

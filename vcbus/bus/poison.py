@@ -75,7 +75,7 @@ def job_of(subject: str, decoded: Any = None) -> str:
         if job:
             return usable_job(job)
     parts = subject.split(".")
-    if len(parts) in (5, 7) and f"{parts[0]}.{parts[1]}" == s.K8S_PREFIX and parts[2] in ("job", s.TIMER_KIND):
+    if len(parts) in (5, 7) and f"{parts[0]}.{parts[1]}" == s.K8S_PREFIX and parts[2] in ("job", s.TIMER_KIND, s.REFUSAL_KIND):
         ns, name = s.untoken(parts[3]), s.untoken(parts[4])
         if ns != s.CLUSTER_SCOPE:
             return usable_job(f"{ns}/{name}")

@@ -2,6 +2,7 @@
 
     VCBUS_K8S   vcbus.k8s.<kind>.<namespace>.<name>      watch records (kind lower-case)
                 vcbus.k8s.timer.<namespace>.<name>       TIMER records the decider appends
+                vcbus.k8s.refusal.<namespace>.<name>     REFUSED records the actuator appends
     VCBUS_JOBS  vcbus.job.<namespace>.<name>.<event>     domain events, <event> = the event's tag
                                                          without "job.", e.g. phase.changed.v1
     VCBUS_CMDS  vcbus.cmd.<namespace>.<name>             commands for the cluster side
@@ -40,6 +41,7 @@ HISTORY_BUCKET = "vcbus_history"
 POSITION_KEY = "_position"
 CLUSTER_SCOPE = "_"
 TIMER_KIND = "timer"
+REFUSAL_KIND = "refusal"
 
 MAX_TOKEN = 1024
 """Most bytes of one escaped subject token or KV key part (a Kubernetes name is at most 253)."""
@@ -100,6 +102,11 @@ def k8s_subject(kind: str, namespace: str, name: str) -> str:
 def timer_subject(job: str) -> str:
     ns, name = split_job(job)
     return f"{K8S_PREFIX}.{TIMER_KIND}.{token(ns)}.{token(name)}"
+
+
+def refusal_subject(job: str) -> str:
+    ns, name = split_job(job)
+    return f"{K8S_PREFIX}.{REFUSAL_KIND}.{token(ns)}.{token(name)}"
 
 
 def event_subtype(tag: str) -> str:
