@@ -14,7 +14,9 @@ arrays, plain objects without `--output-watch-events`), decodes each record and
 yields `(record, decoded)` pairs, where `decoded` is an `InvalidRecord` for a
 record that cannot be used. A last record cut short (the log was being written
 when it was copied, or kubectl was killed) comes as a `TruncatedRecord`: the
-caller skips it with a warning and the rest replays.
+caller skips it with a warning and the rest replays. `placed_records` reads the
+same records with their places, for the commands that store a log on the bus
+(`vcbus publish`, `vcbus demo`, `vcbus log import`): one reader of every form.
 """
 
 from __future__ import annotations
@@ -140,6 +142,23 @@ def _batches(
 ) -> Iterator[Iterable[Item]]:
     """`iter_log`'s records, in lists (or one iterator of them all, for the YAML and array forms).
     The input's first lines are read, and its form told, when the first record is asked for."""
+    opened = _opened(lines, source, warn)
+    if opened is None:
+        return
+    form, lines, snapshots = opened
+    if form == "json":
+        yield from _json_batches(lines, source, snapshots, batch)
+        return
+    values = logforms.array_values(lines, source) if form == "array" else logforms.yaml_values(lines, source)
+    yield ((rec.seq, rec.data, decoded) for rec, decoded in _last_cut_short(_expanded(values, source, snapshots), source))
+
+
+def _opened(
+    lines: Iterable[bytes], source: str, warn: Callable[[str], None] | None
+) -> tuple[str, Iterable[bytes], logforms.Snapshots] | None:
+    """The input's form (`logforms.sniff` of its first line that is no blank or comment), its lines from
+    the top, and its snapshot types; None for an input of no such line. Raises `UserError` for an input
+    that is no form of watch log at all."""
     it = iter(lines)
     head: list[bytes] = []
     first = b""
@@ -149,17 +168,65 @@ def _batches(
         if first and not first.startswith(b"#"):
             break
     if not first:
-        return
+        return None
     form = logforms.sniff(first)
     if form is None:
         raise UserError(logforms.unusable_message(source, first))
-    lines = itertools.chain(head, it)
-    snapshots = logforms.Snapshots(source, warn)
+    return form, itertools.chain(head, it), logforms.Snapshots(source, warn)
+
+
+Placed = tuple[RawRecord, object]  # (the record with its place, Decoded | InvalidRecord)
+
+
+def placed_records(
+    lines: Iterable[bytes], source: str, *, warn: Callable[[str], None] | None = None
+) -> Iterator[Placed]:
+    """The records `iter_log` reads, in every form, each with its place in the input (line, byte offset):
+    for the commands that check a log record by record before they store it (`vcbus publish`, `vcbus
+    demo`, `vcbus log import`), whose errors name the place of a record `iter_log` decoded fine (too big
+    for the server, no job key). A last record cut short is a `TruncatedRecord`, as there.
+
+    (JSON records come through `read_records`, which finds the same boundaries as `iter_log`'s fast
+    path, and `decode`, which gives the same results as its `decode_replay`.)"""
+    opened = _opened(lines, source, warn)
+    if opened is None:
+        return iter(())
+    form, lines, snapshots = opened
     if form == "json":
-        yield from _json_batches(lines, source, snapshots, batch)
-        return
+        return _last_cut_short(_json_placed(lines, source, snapshots), source)
     values = logforms.array_values(lines, source) if form == "array" else logforms.yaml_values(lines, source)
-    yield _last_cut_short(_expanded_items(values, source, snapshots), source)
+    return _last_cut_short(_expanded(values, source, snapshots), source)
+
+
+def decoded_records(
+    lines: Iterable[bytes], source: str, *, warn: Callable[[str], None] | None = None
+) -> Iterator[tuple[RawRecord, Decoded]]:
+    """`placed_records`, raising the first record that cannot be used (an `InvalidRecord` naming its
+    place), as `vcbus replay --strict` does; a last record cut short is skipped with replay's warning."""
+    for rec, decoded in placed_records(lines, source, warn=warn):
+        if decoded.__class__ is TruncatedRecord:
+            if warn is not None:
+                warn(f"skipped {decoded}")
+            continue
+        if decoded.__class__ is InvalidRecord:
+            raise decoded  # type: ignore[misc]
+        yield rec, decoded  # type: ignore[misc]
+
+
+def _json_placed(lines: Iterable[bytes], source: str, snapshots: logforms.Snapshots) -> Iterator[Placed]:
+    n = 0
+    for raw in read_records(lines):
+        try:
+            decoded = decode(raw.data)
+        except RecordError as err:
+            for placed in _rescued(raw.data, err, n, raw.line, raw.offset, source, snapshots):
+                n += 1
+                yield placed
+        else:
+            n += 1
+            if raw.seq != n:
+                raw = RawRecord(n, raw.line, raw.offset, raw.data)
+            yield raw, decoded
 
 
 def _json_batches(
@@ -201,15 +268,15 @@ def _json_batches(
         try:
             decoded = decode_replay(data)
         except RecordError as err:
-            for item in _rescued(data, err, n, at, at_offset, source, snapshots):
+            for rec, rescued in _rescued(data, err, n, at, at_offset, source, snapshots):
                 n += 1
                 if held is not None:
                     ready.append(held)
                     held = None
-                if item[2].__class__ is InvalidRecord:
-                    held = item
+                if rescued.__class__ is InvalidRecord:
+                    held = (n, rec.data, rescued)
                 else:
-                    ready.append(item)
+                    ready.append((n, rec.data, rescued))
         else:
             n += 1
             if held is not None:
@@ -222,26 +289,27 @@ def _json_batches(
     if block:
         data = b"".join(block)
         try:
-            items = [(n + 1, data, decode(data))]
+            items: list[Item] = [(n + 1, data, decode(data))]
         except RecordError as err:
-            items = list(_rescued(data, err, n, block_line, block_offset, source, snapshots))
+            items = [(rec.seq, rec.data, d) for rec, d in _rescued(data, err, n, block_line, block_offset, source,
+                                                                    snapshots)]
         for item in items:
             if held is not None:
                 ready.append(held)
             held = item
     if held is not None:
-        ready.append(_cut_short(held, source))
+        ready.append((held[0], held[1], _cut_short(held[2], source)))
     if ready:
         yield ready
 
 
-def _rescued(data, err, n, line, offset, source, snapshots) -> Iterator[Item]:
+def _rescued(data, err, n, line, offset, source, snapshots) -> Iterator[Placed]:
     for entry in logforms.rescue(data, err, snapshots):
         n += 1
         yield _item(RawRecord(n, line, offset, entry.data), source, entry)
 
 
-def _expanded_items(values: Iterable[logforms.Value], source: str, snapshots: logforms.Snapshots) -> Iterator[Item]:
+def _expanded(values: Iterable[logforms.Value], source: str, snapshots: logforms.Snapshots) -> Iterator[Placed]:
     """Records of the YAML and JSON-array forms: each value becomes zero or more watch records."""
     n = 0
     for value in values:
@@ -250,38 +318,37 @@ def _expanded_items(values: Iterable[logforms.Value], source: str, snapshots: lo
             yield _item(RawRecord(n, value.line, value.offset, entry.data), source, entry)
 
 
-def _item(rec: RawRecord, source: str, entry: logforms.Entry) -> Item:
+def _item(rec: RawRecord, source: str, entry: logforms.Entry) -> Placed:
     error = entry.error
     if error is None:
         try:
-            return rec.seq, rec.data, decode(rec.data)
+            return rec, decode(rec.data)
         except RecordError as err:
             error = str(err)
     message = entry.prefix + error
     if rec.seq == 1 and not entry.prefix and not entry.cut:  # the very first record: maybe not a watch log at all
         message += f" (is this a watch log? {logforms.RECORD_HINT})"
-    return rec.seq, rec.data, InvalidRecord(source, rec, message, cut=entry.cut)
+    return rec, InvalidRecord(source, rec, message, cut=entry.cut)
 
 
-def _last_cut_short(items: Iterator[Item], source: str) -> Iterator[Item]:
+def _last_cut_short(placed: Iterator[Placed], source: str) -> Iterator[Placed]:
     """Hold an invalid record back until the next one: if none follows and it was cut short, say so."""
-    held: Item | None = None
-    for item in items:
+    held: Placed | None = None
+    for pair in placed:
         if held is not None:
             yield held
             held = None
-        if item[2].__class__ is InvalidRecord:
-            held = item
+        if pair[1].__class__ is InvalidRecord:
+            held = pair
         else:
-            yield item
+            yield pair
     if held is not None:
-        yield _cut_short(held, source)
+        yield held[0], _cut_short(held[1], source)
 
 
-def _cut_short(item: Item, source: str) -> Item:
-    """The last item of an input: a `TruncatedRecord` if it is an invalid record that was cut short."""
-    err = item[2]
-    if err.__class__ is InvalidRecord and err.cut:  # type: ignore[attr-defined]
-        message = f"the last record is incomplete (the log was cut off while being written): {err.detail}"  # type: ignore
-        return item[0], item[1], TruncatedRecord(source, err.record, message)  # type: ignore[attr-defined]
-    return item
+def _cut_short(decoded: object, source: str) -> object:
+    """What the last record of an input is: a `TruncatedRecord` if it is an invalid record that was cut short."""
+    if decoded.__class__ is InvalidRecord and decoded.cut:  # type: ignore[attr-defined]
+        message = f"the last record is incomplete (the log was cut off while being written): {decoded.detail}"  # type: ignore
+        return TruncatedRecord(source, decoded.record, message)  # type: ignore[attr-defined]
+    return decoded

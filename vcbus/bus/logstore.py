@@ -19,7 +19,7 @@ a stream limit refuses a record, the connection drops. Two rules:
   record's `Nats-Msg-Id` is its identity (uid, resourceVersion, watch type), so
   running the same command again stores the rest, in order, and drops the
   prefix as duplicates, as long as the re-run comes within the stream's
-  duplicate window (`duplicate_window`, 1 hour by default).
+  duplicate window (`duplicate_window`, 10 minutes by default).
 
 A failure raises `StoreFailed` (a `BusError`, exit 3) that says how many records
 the server acknowledged, and that running the same command again completes the
@@ -41,7 +41,7 @@ from vcbus.bus.errors import BusError
 from vcbus.bus.partitions import partitions as partition_count
 from vcbus.bus.partitions import route
 from vcbus.bus.publisher import LogCheck, Prepared, Publisher, prepare
-from vcbus.watchlog import decode_record, read_records
+from vcbus.watchlog import decoded_records
 
 ATOMIC_RECORDS = MAX_ATOMIC
 ATOMIC_BYTES = 64 * 1024 * 1024
@@ -66,14 +66,14 @@ def atomic_fits(checked: LogCheck) -> bool:
 async def store_log(bus: Bus, data: BinaryIO, source: str, checked: LogCheck, *, command: str) -> Publisher:
     """Store the checked input `data` (see the module docstring); `command` is what to run again."""
     bus.nc.options["allow_reconnect"] = False  # a lost connection fails now: what is stored stays a prefix
-    window = _window(bus.settings.duplicate_window)
     info = await bus.js.stream_info(s.K8S_STREAM)
+    window = _window(info.config.duplicate_window or 0)
     if atomic_fits(checked) and info.config.allow_atomic:
         return await _atomic(bus, data, source, checked, command=command, window=window)
     pub = Publisher(bus.js, timeout=bus.settings.publish_timeout)
     try:
-        for rec in read_records(data):
-            msg = prepare(rec.data, decode_record(source, rec))
+        for rec, decoded in decoded_records(data, source):
+            msg = prepare(rec.data, decoded)
             if msg is not None:
                 await pub.publish(msg)
         await pub.flush()
@@ -99,8 +99,8 @@ async def _atomic(bus: Bus, data: BinaryIO, source: str, checked: LogCheck, *, c
     """One atomic batch: every record stored, or none."""
     msgs: list[Prepared] = []
     count = await partition_count(bus.js)
-    for rec in read_records(data):
-        msg = prepare(rec.data, decode_record(source, rec))
+    for rec, decoded in decoded_records(data, source):
+        msg = prepare(rec.data, decoded)
         if msg is not None:
             msgs.append(msg._replace(subject=route(msg.subject, msg.headers.get("Vcbus-Job"), count)))
     writer = BatchWriter(bus.nc, min_atomic=2)

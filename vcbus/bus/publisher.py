@@ -28,9 +28,7 @@ ends at a bookmark, an ERROR is a gap), go to `vcbus.k8s.bookmark._.<resourceVer
 `vcbus.k8s.error._._`, so the stream holds what the file holds, record for record (a replay of either
 numbers its rows alike). Records of other kinds are not published.
 A `TIMER` record (a delayed action firing, appended by the decider) goes to
-`vcbus.k8s.timer.<namespace>.<name>` with msg id `timer:<id>`. A `REFUSED` record (a command the
-API server refused for good, appended by the actuator) goes to `vcbus.k8s.refusal.<namespace>.<name>`
-with msg id `refused:<the command's msg id>` (a redelivered command refused again is stored once).
+`vcbus.k8s.timer.<namespace>.<name>` with msg id `timer:<id>`.
 
 `Publisher` keeps up to `window` publishes in flight and checks every
 acknowledgement; `publish_log` validates a whole file before publishing any of
@@ -44,7 +42,7 @@ import hashlib
 import shutil
 import sys
 import tempfile
-from typing import Any, BinaryIO, NamedTuple
+from typing import Any, BinaryIO, Callable, NamedTuple
 
 import msgspec
 from nats.js import JetStreamContext
@@ -54,14 +52,14 @@ from statemachines.cache import pod_identity
 from statemachines.model.objects import Command, Job, Pod, PodGroup, is_vcjob_ref
 from statemachines.model.cronjob import CronJobRecord
 from statemachines.model.jobflow import FlowRecord
-from statemachines.model.records import REFUSED, WATCH_TYPES, Decoded, Ignored, Observed, RefusalRecord, TimerRecord
+from statemachines.model.records import WATCH_TYPES, Decoded, Ignored, Observed, TimerRecord
 from statemachines.timers.rules import Timer
 from vcbus.bus import subjects as s
 from vcbus.bus.cloudevents import MSG_ID
 from vcbus.bus.errors import BusError
 from vcbus.bus.partitions import partitions as partition_count
 from vcbus.bus.partitions import route
-from vcbus.watchlog import decode_record, read_records
+from vcbus.watchlog import decoded_records
 from vcbus.writetimes import kept_writes
 
 _generic = msgspec.json.Decoder()
@@ -120,10 +118,6 @@ def prepare(data: bytes, decoded: Decoded) -> Prepared | None:
     if isinstance(decoded, TimerRecord):
         t = decoded.timer
         return Prepared(s.timer_subject(t.job), compact_body(data), _timer_headers(t.job, t.id))
-    if isinstance(decoded, RefusalRecord):
-        body = compact_body(data)
-        return Prepared(s.refusal_subject(decoded.refusal.job), body,
-                        _refusal_headers(decoded.refusal.job, "sha256:" + hashlib.sha256(body).hexdigest()))
     if isinstance(decoded, Ignored):
         if decoded.kind in LOG_MARKS:
             return _log_mark(data, decoded.kind)
@@ -228,22 +222,6 @@ def timer_message(timer: Timer) -> Prepared:
     return Prepared(s.timer_subject(timer.job), body, _timer_headers(timer.job, timer.id))
 
 
-def _refusal_headers(job: str, msg_id: str) -> dict[str, str]:
-    ns, name = s.split_job(job)
-    hv = s.header_value
-    return {MSG_ID: hv(msg_id), "Vcbus-Kind": "Refusal", "Vcbus-Namespace": hv(ns), "Vcbus-Name": hv(name),
-            "Vcbus-Type": REFUSED, "Vcbus-Job": hv(job)}
-
-
-def refusal_message(refusal: dict[str, Any], time: str, command_id: str) -> Prepared:
-    """The REFUSED record of a command the API server refused (`refusal`: the fields of
-    `statemachines.model.records.RefusalSpec`, camelCase), observed at `time`; msg id
-    `refused:<command_id>`, the command's own msg id."""
-    job = refusal["job"]
-    body = _encode({"type": REFUSED, "time": time, "refusal": refusal})
-    return Prepared(s.refusal_subject(job), body, _refusal_headers(job, f"refused:{command_id}"))
-
-
 class Publisher:
     """JetStream publishing with up to `window` acknowledgements outstanding, every one checked."""
 
@@ -332,8 +310,13 @@ def checked_message(source: str, rec: Any, decoded: Decoded, *, max_payload: int
     return msg
 
 
-def check_log(stream: BinaryIO, source: str, *, max_payload: int | None = None) -> LogCheck:
+def check_log(
+    stream: BinaryIO, source: str, *, max_payload: int | None = None, warn: Callable[[str], None] | None = None
+) -> LogCheck:
     """Decode and prepare every record, raising `InvalidRecord` (file, line, record, byte) at the first bad one.
+
+    Every form `vcbus replay` reads (`vcbus.watchlog.decoded_records`); `warn` hears what replay
+    warns of while reading (snapshots, a last record cut short, which is skipped).
 
     Bad: undecodable, no job key where one is needed (a TIMER without `timer.job`
     as NAMESPACE/NAME), a name no subject can hold, or (with `max_payload`, the
@@ -341,8 +324,7 @@ def check_log(stream: BinaryIO, source: str, *, max_payload: int | None = None) 
     whole input before publishing any of it: all or nothing.
     """
     counts = LogCheck()
-    for rec in read_records(stream):
-        decoded = decode_record(source, rec)
+    for rec, decoded in decoded_records(stream, source, warn=warn):
         counts.records += 1
         msg = checked_message(source, rec, decoded, max_payload=max_payload)
         if msg is not None:
@@ -356,8 +338,8 @@ def check_log(stream: BinaryIO, source: str, *, max_payload: int | None = None) 
 async def publish_records(js: JetStreamContext, stream: BinaryIO, source: str, *, timeout: float = 10.0) -> Publisher:
     """Publish every record vcbus reads; the input should have been checked already."""
     pub = Publisher(js, timeout=timeout)
-    for rec in read_records(stream):
-        msg = prepare(rec.data, decode_record(source, rec))
+    for rec, decoded in decoded_records(stream, source):
+        msg = prepare(rec.data, decoded)
         if msg is not None:
             await pub.publish(msg)
     await pub.flush()

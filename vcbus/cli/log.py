@@ -14,6 +14,7 @@ from vcbus.bus.logs import Since, export
 from vcbus.bus.publisher import check_log, spooled_input
 from vcbus.cli.output import output_options
 from vcbus.cli.publish import _publish, published
+from vcbus.cli.replay import warn
 from vcbus.cli.results import RESULT_FORMS, RESULT_HELP, print_result
 from vcbus.cli.status import parse_job
 from vcbus.errors import UserError
@@ -102,7 +103,7 @@ def import_cmd(file: str, append: bool, fmt: str | None, nats_url: str | None, d
     stream, source = open_input(file)
     try:
         data = spooled_input(stream)
-        check_log(data, source)  # undecodable records fail before any connection
+        check_log(data, source, warn=warn)  # undecodable records fail before any connection
         data.seek(0)
         again = f"vcbus log import --append {file}"  # a re-run finds the stream non-empty
         pub, checked = asyncio.run(_publish(settings, data, source, require_empty=not append, command=again))

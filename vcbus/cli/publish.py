@@ -27,17 +27,19 @@ HELP = """Publish a recorded watch log into the bus (stream VCBUS_K8S), for the 
 
 \b
 FILE is what `vcbus record -A` writes (every kind, in etcd's order), what
-  kubectl get <kind> -A --watch --output-watch-events -o json
-prints for one kind (pretty-printed or JSON lines), or a `vcbus log export`;
-- reads stdin. Per-kind kubectl logs concatenated are merged by resourceVersion
-first, and the initial list of a `vcbus record` log is stored in the order
-`vcbus replay` folds it (docs/replay.md), so the decider decides what replay does.
+  kubectl get <kind> -A --watch --output-watch-events -o json|yaml
+prints for one kind, a `vcbus log export`, or any other form `vcbus replay`
+reads (Lists, plain objects, JSON arrays); - reads stdin. Per-kind kubectl
+logs concatenated are merged by resourceVersion first, and the initial list of
+a `vcbus record` log is stored in the order `vcbus replay` folds it
+(docs/replay.md), so the decider decides what replay does.
 
 \b
 The whole file is checked first: a bad record (undecodable, a TIMER without a
 job key, a name no subject can hold, a record over the server's max payload)
-stops with the same message as `vcbus replay` (file, line, record, byte offset;
-exit 2) and nothing is published.
+stops with the same message as `vcbus replay --strict` (file, line, record, byte
+offset; exit 2) and nothing is published; a last record cut short (a log copied
+while it was written) is skipped with replay's warning.
 Records are stored once: a record already in the stream (same uid,
 resourceVersion and watch type) is not stored again, so publishing a file
 twice is harmless. Kinds vcbus does not read are skipped; bookmarks and watch
@@ -47,7 +49,7 @@ ERRORs are kept, so `vcbus replay --nats` numbers rows as `vcbus replay FILE`.
 If the server fails part-way: an input of up to 1,000 records (and 64 MiB) is
 one atomic batch, stored whole or not at all; a larger one is stored in file
 order, and the error says how many records were stored. Run the same command
-again (within the stream's duplicate window, 1 hour by default) to store the
+again (within the stream's duplicate window, 10 minutes by default) to store the
 rest: nothing is stored twice (exit 3 until then).
 
 \b
@@ -90,7 +92,7 @@ def checked_input(data: BinaryIO, source: str, *, stdin: bool = True) -> LogChec
     first = next((line.strip() for line in head.splitlines() if line.strip()), b"")
     if first and logforms.sniff(first) is None:
         raise UserError(logforms.unusable_message(source, first, stdin=stdin))
-    checked = check_log(data, source)
+    checked = check_log(data, source, warn=warn)  # what replay warns of while reading, said once
     data.seek(0)
     if not checked.records:
         raise UserError(f"{source}: no watch records in it (empty, or only blank lines): {logforms.RECORD_HINT}")
