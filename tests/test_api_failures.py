@@ -85,6 +85,20 @@ async def test_forbidden_stops_the_bridge_naming_the_verb_and_resource(k8s, bus_
     assert "grant verb 'list' on resource 'pods' (apiGroup '')" in str(denied.value)
 
 
+async def run_until(bus, api, result: str) -> ActuatorService:
+    """An actuator run on `bus` until a command ends as `result` (the command after a refused one), then stopped:
+    a run that stopped by itself (PermissionDenied) raises."""
+    service = ActuatorService(bus, api)
+    stop = asyncio.Event()
+    task = asyncio.create_task(service.run(stop=stop))
+    try:
+        await until(lambda: service.results.get(result, 0) >= 1 or task.done(), "the command after", 60)
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
+    return service
+
+
 async def test_a_command_refused_for_good_is_recorded_and_does_not_block_the_next(k8s, k8s_namespace, bus_settings):
     api = k8s.api_client()
     ns = k8s_namespace
@@ -96,14 +110,7 @@ async def test_a_command_refused_for_good_is_recorded_and_does_not_block_the_nex
     async with open_bus(bus_settings) as bus:
         await publish(bus.js, invalid, "3:0")
         await publish(bus.js, valid, "4:0")
-        service = ActuatorService(bus, api)
-        stop = asyncio.Event()
-        task = asyncio.create_task(service.run(stop=stop))
-        try:
-            await until(lambda: service.results.get("applied", 0) >= 1 or task.done(), "the command after", 60)
-        finally:
-            stop.set()
-            await asyncio.wait_for(task, 30)
+        service = await run_until(bus, api, "applied")
         info = await bus.js.consumer_info(s.CMDS_STREAM, DURABLE)
     assert service.results["refused"] == 1 and service.results["applied"] == 1
     assert info.ack_floor.stream_seq == 2  # both acked

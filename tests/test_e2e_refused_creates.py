@@ -1,5 +1,5 @@
 """A pod create the API server refused, then allows: Volcano's controller creates the pod at its
-next sync; does vcbus? (issue 31 item 4), on the real API server, nats-server and KWOK.
+next sync, and so does vcbus (issue 31), on the real API server, nats-server and KWOK.
 
 Volcano's syncJob (`pkg/controllers/job/job_controller_actions.go`) creates every pod of the job
 that its informer cache does not hold, at every sync; a failed create is an error, recorded as the
@@ -18,10 +18,12 @@ lifted and a pod of the job is touched (a label: one more sync, in Volcano as in
 test waits until vcbus has settled (every record decided, every command carried out, nothing
 moving) and looks for the third pod.
 
-vcbus, today: the refused CreatePod is dropped for good (policy) and its pod stays in the decider's
-cache as Pending (docs/fidelity.md "The cache reflects our own writes at once"), so nothing creates
-it again; a 403 stops `vcbus up` as a permission error (quota). Both are marked xfail (strict),
-reported to the lead.
+vcbus: the actuator appends a REFUSED record for the refused CreatePod (a 403 of quota is a
+refusal of the object, not a missing permission: `vcbus up` goes on), the decider takes the pod out
+of its cache, records Volcano's `FailedCreate` Event and requeues the job's sync with Volcano's
+backoff (docs/fidelity.md "The cache reflects our own writes at once"); the touch, or the requeue,
+creates the pod once the API server allows it. The test also checks the FailedCreate Event, that
+`vcbus up` is still running, and that `vcbus replay` of the bus's log ends at the live status.
 """
 
 from __future__ import annotations
@@ -36,19 +38,13 @@ from tests import kwok_env
 from tests.k8s_env import free_port
 from tests.kwok_up import DEADLINE, Waiter, queue_open
 from tests.test_e2e_cluster import UpProcess
-from tests.test_faults_cluster import Cluster, up_command
+from tests.test_faults_cluster import Cluster, replayed, up_command
 from tests.test_kwok_gang import G, V, vcjob
 from vcbus.k8s.watching import KubeApiError, api_request
 
 pytestmark = [pytest.mark.k8s, pytest.mark.nats, pytest.mark.slow]
 
 REFUSED = "worker-2"  # the pod name's end the refusal names
-REASONS = {
-    "policy": "a CreatePod refused for good is dropped and its pod kept in the cache as Pending: never "
-              "created again once allowed (issue 31 item 4, reported to the lead)",
-    "quota": "a pod create answered 403 exceeded quota stops vcbus up as a permission error; Volcano "
-             "records FailedCreate and syncs again (issue 31 item 4, reported to the lead)",
-}
 
 
 def probe_pod(ns: str) -> dict:
@@ -126,8 +122,7 @@ class QuotaRefusal:
         self._status(10)
 
 
-@pytest.mark.parametrize("refusal", [pytest.param(kind, marks=pytest.mark.xfail(strict=True, reason=reason))
-                                     for kind, reason in REASONS.items()])
+@pytest.mark.parametrize("refusal", ["policy", "quota"])
 def test_a_refused_pod_is_created_once_the_api_server_allows_it(k8s, kwok, nats_server, k8s_namespace, tmp_path,
                                                                 refusal):
     ns, api = k8s_namespace, k8s.api_client()
@@ -165,6 +160,13 @@ def test_a_refused_pod_is_created_once_the_api_server_allows_it(k8s, kwok, nats_
         wait("vcbus settled", lambda: cluster.settled(nats_server.url))
         created = sorted(p["metadata"]["name"] for p in cluster.pods([name]))
         assert created == [f"{name}-worker-{i}" for i in range(3)], f"after the refusal was lifted the job has only {created}"
+        failed = [e for e in core.list_namespaced_event(ns).items
+                  if e.reason == "FailedCreate" and e.involved_object.kind == "Job" and e.involved_object.name == name]
+        assert failed and all(e.type == "Warning" and "Error creating pods: [failed to create pod" in e.message
+                              for e in failed), [(e.type, e.message) for e in failed]
+        assert up.proc.poll() is None, "vcbus up stopped"
+        # the same log in, the same decisions out: the bus's log (its REFUSED and TIMER records) replayed
+        assert replayed(nats_server.url, tmp_path, ns).get(name) == cluster.job(name)["status"]
     finally:
         up.stop()
         if refusal == "policy":  # cluster-wide objects; the quota goes with the test's namespace

@@ -27,11 +27,18 @@ of its lane already overtook does nothing harmful.
 Failures (vcbus.k8s.apierrors): an API server that is away or busy (connection
 errors, 5xx, 429, conflicts that did not settle) is retried with jittered
 exponential backoff (tenacity); the commands behind it in its lane wait, other
-lanes go on. A 401/403 stops the actuator (and `vcbus up`) with
-`PermissionDenied` naming the verb and resource to grant. A command refused
-for good (another 4xx: 400, 404, 422, a webhook's denial) is logged, counted as
-`refused`, recorded as a Warning Event `CommandRefused` on the job, acked, and
-its lane goes on. With leader election, `fence` runs before every attempt: a
+lanes go on. A 401, or a 403 of RBAC ("User ... cannot <verb>
+resource ..."), stops the actuator (and `vcbus up`) with `PermissionDenied`
+naming the verb and resource to grant. A command refused for good (another
+4xx: 400, 404, 422, a webhook's denial, a 403 of admission: a ResourceQuota
+exceeded, a PodSecurity violation) is logged, counted as `refused`, appended to
+VCBUS_K8S as a REFUSED record (`vcbus.k8s.refusal.<ns>.<name>`, msg id
+`refused:<the command's msg id>`; the decider folds it: a refused CreatePod is
+created again at the job's next sync, with the `FailedCreate` Event on the job,
+statemachines/intake/refusals.py), recorded as a Warning Event `CommandRefused`
+on the job (any command but CreatePod), acked, and its lane goes on. The
+command is acked only once its REFUSED record is stored: a bus that cannot
+store it stops the run, and the command comes again to the next one. With leader election, `fence` runs before every attempt: a
 replica that lost the Lease applies nothing more (vcbus.k8s.leader).
 
 Events do not hold the reaction up. A RecordEvent is taken as Kubernetes'
@@ -75,12 +82,16 @@ import tenacity
 from nats.js import api
 
 from statemachines import outputs as o
+from vcbus import retries
+from vcbus.bus import direct
 from vcbus.bus import subjects as s
+from vcbus.bus.publisher import Publisher, refusal_message
 from vcbus.bus.pulling import Puller
 from vcbus.bus.reading import stream_seq
 from vcbus.k8s.actuator import Actuator
 from vcbus.k8s.ahead import Ahead, index_of
-from vcbus.k8s.apierrors import denied, permission_denied, refused, status_of, unreachable_retry
+from vcbus.k8s.apierrors import denied, permission_denied, refused, status_of, status_reason, unreachable_retry
+from vcbus.k8s.bridge import observed_now
 from vcbus.k8s.lanes import DONE, RUNNING, Item, Lanes, status_object
 from vcbus.k8s.leader import NotLeader
 from vcbus.observability import metrics
@@ -152,6 +163,7 @@ class ActuatorService:
         self._running = False
         self._halted = False  # the run is over (stopped, or failed): retries end, nothing new starts
         self._received = 0  # the highest VCBUS_CMDS sequence taken in hand (or acked before this run)
+        self._refusals: Publisher | None = None  # REFUSED records to VCBUS_K8S
 
     # ------------------------------------------------------------------ the decider's side (vcbus.k8s.ahead)
 
@@ -391,7 +403,11 @@ class ActuatorService:
                     self._fail(err)
                     return
                 result = "refused"
-                await self._refused(cmd, item.index, item.msg_id, err)
+                try:
+                    await self._refused(cmd, item.index, item.msg_id, err)
+                except Exception as bus_err:  # noqa: BLE001 - its REFUSED record not stored: not acked, stop
+                    self._fail(bus_err)
+                    return
         finally:
             self._busy -= 1
             if item.lane is None:
@@ -490,6 +506,9 @@ class ActuatorService:
         ns, _, _ = cmd.job.partition("/")
         if ns == s.CLUSTER_SCOPE or isinstance(cmd, o.RecordEvent):
             return
+        await self._record_refusal(cmd, msg_id, err)
+        if isinstance(cmd, o.CreatePod):
+            return  # the decider records Volcano's FailedCreate Event when it folds the REFUSED record
         event = o.RecordEvent(
             job=cmd.job, seq=cmd.seq, time=cmd.time, event_type="Warning", reason="CommandRefused",
             message=f"vcbus could not {type(cmd).__name__} (refused by the API server: {reason})"[:1024],
@@ -499,3 +518,26 @@ class ActuatorService:
             await asyncio.get_running_loop().run_in_executor(self._pool, call)
         except Exception as event_err:  # the Event is a courtesy: never block on it
             log.warning("actuator: the CommandRefused event for %s failed too (%s)", cmd.job, event_err)
+
+    async def _record_refusal(self, cmd: Any, msg_id: str, err: BaseException) -> None:
+        """The REFUSED record of `cmd` stored on VCBUS_K8S (retried as a direct store; a BusError once the
+        tries are used up)."""
+        msg = refusal_message(refusal_fields(cmd, err), observed_now(), msg_id or f"{cmd.seq}:?")
+        if self._refusals is None:
+            self._refusals = Publisher(self.bus.js)
+        publisher = self._refusals
+        async for attempt in retries.STORE.retrying(on=lambda e: isinstance(e, direct.ERRORS)):
+            with attempt:
+                await publisher.publish(msg)
+                await publisher.flush()
+
+
+def refusal_fields(cmd: Any, err: BaseException) -> dict[str, Any]:
+    """The `refusal` of a REFUSED record (statemachines.model.records.RefusalSpec, camelCase): the command,
+    the decision it came from and the API server's answer."""
+    fields: dict[str, Any] = {"job": cmd.job, "command": type(cmd).__name__, "name": getattr(cmd, "name", "") or "",
+                              "task": getattr(cmd, "task", "") or "", "seq": cmd.seq,
+                              "jobUid": getattr(cmd, "job_uid", "") or "",
+                              "jobVersion": getattr(cmd, "job_version", 0) or 0, "code": status_of(err),
+                              "reason": status_reason(err), "message": _refusal(err)}
+    return {k: v for k, v in fields.items() if v not in ("", 0) or k in ("job", "command")}

@@ -2,17 +2,20 @@
 
 Three kinds of failure, three answers:
 
-- **denied** (401 Unauthorized, 403 Forbidden): retrying cannot help, so the
+- **denied** (401 Unauthorized, and a 403 Forbidden of RBAC: the API server's
+  message says `User "..." cannot <verb> resource "<resource>" in API group
+  "<group>"`, or names no reason at all): retrying cannot help, so the
   component stops with `PermissionDenied`, whose message names the verb and the
-  resource the API server refused (from its own message, `cannot <verb>
-  resource "<resource>" in API group "<group>"`) and what to grant.
+  resource the API server refused and what to grant.
 - **unreachable** (connection refused or reset, a timeout, 5xx, 429): retried
   with jittered exponential backoff (`vcbus.retries.API`, tenacity's waits), each retry
   logged with how long until the next try (`unreachable_retry`).
 - **refused for good** (any other 4xx but 409 Conflict: 400, 404 of a
-  namespace gone, 422 Invalid, a webhook's denial): `refused()` says so; the
-  actuator records the command as failed, with a Warning Event on the job,
-  and goes on with the next command.
+  namespace gone, 422 Invalid, a webhook's denial, and a 403 of admission: a
+  ResourceQuota exceeded, a PodSecurity violation, a webhook answering 403):
+  `refused()` says so; the actuator records the command as refused (a REFUSED
+  record on the bus, a Warning Event on the job) and goes on with the next
+  command. The object was refused, vcbus's role is not short of a verb.
 """
 
 from __future__ import annotations
@@ -33,6 +36,10 @@ log = logging.getLogger("vcbus.k8s")
 
 TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 _CANNOT = re.compile(r'cannot (\w+) resource "([^"]+)"(?: in API group "([^"]*)")?(?: in the namespace "([^"]+)")?')
+# RBAC's own 403: `<resource> is forbidden: User "<name>" cannot <verb> resource "<resource>" ...`
+# (`cannot <verb> path "<url>"` for a non-resource URL); an admission plugin's 403 says
+# `<kind> "<name>" is forbidden: exceeded quota: ...` or `...: violates PodSecurity "restricted:latest": ...`
+_RBAC = re.compile(r'\bcannot \w+ (?:resource|path) "|\b(?:User|Group|ServiceAccount) "[^"]*" cannot \w+')
 _METHOD_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete", "GET": "get"}
 
 
@@ -44,6 +51,22 @@ class PermissionDenied(UserError):
 
 def status_of(err: BaseException) -> int:
     return int(getattr(err, "status", 0) or 0)
+
+
+def _status_body(err: BaseException) -> dict | None:
+    body = getattr(err, "body", None)
+    if isinstance(body, (bytes, str)):
+        try:
+            body = json.loads(body)
+        except ValueError:
+            return None
+    return body if isinstance(body, dict) else None
+
+
+def status_reason(err: BaseException) -> str:
+    """The Status `reason` of the API server's answer (Forbidden, Invalid, AlreadyExists...), or ""."""
+    body = _status_body(err)
+    return str(body.get("reason") or "") if body is not None else ""
 
 
 def _message(err: BaseException) -> str:
@@ -59,11 +82,25 @@ def _message(err: BaseException) -> str:
 
 
 def denied(err: BaseException) -> bool:
-    return status_of(err) in (401, 403)
+    """401, or a 403 that is RBAC's (or says nothing): our credentials or role, not the object."""
+    status = status_of(err)
+    return status == 401 or (status == 403 and not admission_refusal(err))
+
+
+def admission_refusal(err: BaseException) -> bool:
+    """A 403 Forbidden about the object, not about vcbus's role: an admission plugin's answer (a
+    ResourceQuota exceeded, a PodSecurity violation, a webhook's 403), whose message is not RBAC's
+    `User "..." cannot <verb> resource ...`. A 403 with no message is taken for RBAC's."""
+    if status_of(err) != 403:
+        return False
+    body = _status_body(err)
+    text = str(body.get("message") or "") if body is not None else ""
+    return bool(text) and _RBAC.search(text) is None
 
 
 def refused(err: BaseException) -> bool:
-    """A final answer: a 4xx other than 409 Conflict and the transient ones (408, 429), and not 401/403."""
+    """A final answer: a 4xx other than 409 Conflict and the transient ones (408, 429), and not 401 or
+    RBAC's 403 (`denied`): an admission plugin's 403 is a refusal of the object."""
     status = status_of(err)
     return 400 <= status < 500 and status != 409 and status not in TRANSIENT_STATUSES and not denied(err)
 

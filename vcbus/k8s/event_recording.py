@@ -8,7 +8,14 @@ come from the watch cache of the same process when it holds the object (the
 vcjob, the pod, the PodGroup: as Volcano's recorder names the object its
 informer holds), else from the API server (the vcjob and the pod with `get`, a
 PodGroup or Queue with a `list` on `metadata.name`, the verbs the bridge already
-has); a command about an object that is gone is dropped. An Event about a
+has); a command about an object that is gone is dropped, but for a pod: the
+scheduler's `Scheduled` Event about a pod deleted since is written against the
+pod's reference (namespace and name), as Kubernetes' event recorder writes an
+Event against the reference it holds and the API server takes an Event whose
+involvedObject is gone. The scheduler names a pod whose PodGroup it no longer
+holds under the pod's own key (`<ns>/<pod>`): such an Event is judged as the
+scheduler's (a pod for the `volcano` scheduler), not against a vcjob of the pod's
+name. An Event about a
 cluster-scoped object goes to namespace `default`, as Kubernetes' event
 recorder puts it. The source component is the command's `component`, else
 `vc-controller-manager`. The pod read and the Event's POST go the actuator's raw
@@ -132,12 +139,17 @@ class EventRecording:
             obj = self._jobflow(ns, cmd.name)
             api_version = FLOW_API_VERSION
         elif kind == "Pod":  # one per bound pod (Scheduled): the watch cache's, else read as plain JSON
-            pod = self._cached(watchcache.PODS, ns, cmd.name or name) or rawcalls.read(
-                self.api, rawcalls.pod_path(ns, cmd.name or name))
-            if pod is None:
-                return None
-            schedulers = getattr(self, "scheduler_names", SCHEDULER_NAMES)
-            check_object(pod, "pod", ns, name, read_job, lambda: require_schedulable(pod, ns, schedulers), gone_ok=True)
+            target = cmd.name or name
+            pod = self._cached(watchcache.PODS, ns, target) or rawcalls.read(self.api, rawcalls.pod_path(ns, target))
+            if pod is None:  # deleted since: the Event names the reference, as the recorder's does
+                pod = {"metadata": {"name": target, "namespace": ns}}
+            else:
+                schedulers = getattr(self, "scheduler_names", SCHEDULER_NAMES)
+                schedulable = lambda: require_schedulable(pod, ns, schedulers)  # noqa: E731
+                if target == name:  # under the pod's own key: the scheduler's, whatever vcjob owns it
+                    schedulable()
+                else:
+                    check_object(pod, "pod", ns, name, read_job, schedulable, gone_ok=True)
             obj = pod
             api_version = "v1"
         else:  # a PodGroup or a Queue (require_event_target: no other kind)

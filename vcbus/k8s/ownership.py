@@ -101,9 +101,10 @@ def require_owned(obj: Any, kind: str, ns: str, job_name: str, job: dict | None,
         return
     if gone_ok and any(owner == job_name for owner, _ in owners):
         return  # a leftover of the job, or of an earlier incarnation of its name: deleting it is safe
-    if job is None:
-        raise Refused(f"{describe(kind, ns, name)}: vcjob {ns}/{job_name} does not exist")
     held = ", ".join(f"{n} (uid {u or '?'})" for n, u in owners)
+    if job is None:
+        raise Refused(f"{describe(kind, ns, name)} is owned by vcjob {held}, not by {ns}/{job_name}, the vcjob the "
+                      f"command is for (which does not exist)")
     raise Refused(f"{describe(kind, ns, name)} is owned by vcjob {held}, not {ns}/{job_name} (uid {uid})")
 
 
