@@ -45,6 +45,28 @@ async def test_retention_is_set_by_flags_kept_by_other_commands_and_cleared_by_z
     assert set((await limits(bus_settings)).values()) == {(0.0, -1)}
 
 
+async def windows(settings) -> set[float]:
+    async with open_bus(settings, ensure=False) as bus:
+        return {(await bus.js.stream_info(name)).config.duplicate_window for name in STREAMS}
+
+
+async def test_the_duplicate_window_is_vcbus_ups_and_other_commands_leave_it(bus_settings):
+    """An upgrade's first `vcbus up` brings streams of the old default (1 h) to the new one (10 min);
+    an operator's window stays through `vcbus status` (which used to bring it back to the default)."""
+    url = bus_settings.nats_url
+    async with open_bus(dataclasses.replace(bus_settings, duplicate_window=3600.0)):
+        pass  # the streams as an older vcbus made them
+    assert await windows(bus_settings) == {3600.0}
+    res = vcbus_cli("up", "--once", "--nats", url)
+    assert res.returncode == 0, res.stderr.decode()
+    assert await windows(bus_settings) == {600.0}
+    res = vcbus_cli("up", "--once", "--nats", url, "--duplicate-window", "6h")
+    assert res.returncode == 0, res.stderr.decode()
+    res = vcbus_cli("status", "--nats", url)
+    assert res.returncode == 0, res.stderr.decode()
+    assert await windows(bus_settings) == {6 * 3600.0}
+
+
 @pytest.mark.parametrize(
     "flag, value, message",
     [

@@ -66,7 +66,7 @@ async def test_commands_share_the_server_that_owns_the_data_dir(tmp_path):
             names = {i.config.name for i in await bus.js.streams_info()}
             assert {"VCBUS_K8S", "VCBUS_JOBS", "VCBUS_CMDS", "KV_vcbus_status", "KV_vcbus_history"} <= names
             info = await bus.js.stream_info("VCBUS_K8S")
-            assert info.config.duplicate_window == 3600
+            assert info.config.duplicate_window == 600  # DEFAULT_DUPLICATE_WINDOW
             assert info.config.compression == "s2"
     assert not (tmp_path / STATE_FILE).exists()
 

@@ -20,6 +20,11 @@ from typing import Any, Callable, TypeVar
 
 import click
 
+DEFAULT_DUPLICATE_WINDOW = 600.0
+"""Ten minutes: twice Kubernetes' longest restart back-off of a crashing container (5 minutes),
+which covers a decider's crash, its restart and its rebuild from a snapshot; the ids of a
+window cost nats-server memory (docs/operations.md "Exactly-once outputs: the duplicate window")."""
+
 ENV_URL = "VCBUS_NATS_URL"
 ENV_NATS_URL = "NATS_URL"  # the nats CLI's; VCBUS_NATS_URL wins when both are set
 # The nats CLI's environment variables for credentials (`nats --help`).
@@ -92,10 +97,12 @@ class BusSettings:
     acknowledged: NATS' default (every 2 minutes) can lose acknowledged writes on power loss,
     and an event log that forgets a decision is worse than a slower one (docs/operations.md)."""
 
-    duplicate_window: float = 3600.0
-    """Seconds JetStream remembers a `Nats-Msg-Id`. A crashed decider re-publishes the outputs
-    of the record it was handling; the window must outlast the crash plus the restart. One
-    hour instead of NATS' two minutes: a restart that takes longer could duplicate outputs."""
+    duplicate_window: float | None = None
+    """Seconds JetStream remembers a `Nats-Msg-Id` (`vcbus up --duplicate-window`, default 10
+    minutes, `DEFAULT_DUPLICATE_WINDOW`). A crashed decider re-publishes the outputs of the records
+    it had not acked yet, a failed session its unacknowledged ones; the window must outlast the
+    crash plus the restart (docs/operations.md "Exactly-once outputs"). None (every command but
+    `vcbus up`): new streams get the default, existing ones keep their window."""
 
     publish_timeout: float = 10.0
     """Seconds to wait for the acknowledgements of one record's outputs before retrying them

@@ -31,8 +31,8 @@ and the partitions' engines run no queue controller.
 
 A crash anywhere between receiving a record and acking it means the record is
 decided again after the restart: the same outputs with the same ids, which
-JetStream drops as duplicates (within the streams' duplicate window, 1 hour
-by default). Nothing is lost and nothing is repeated. Delayed actions (policy
+JetStream drops as duplicates (within the streams' duplicate window, 10
+minutes by default). Nothing is lost and nothing is repeated. Delayed actions (policy
 timeouts) are fired through TIMER records the decider appends to the log
 (`vcbus.bus.storing`), so replaying the stream gives the same decisions.
 """

@@ -2,7 +2,9 @@
 
 Every service calls `ensure_streams` on start: missing streams and buckets are
 created; existing ones are checked (a stream with other subjects is an error
-that names both) and their duplicate window is brought to the setting. All
+that names both) and their duplicate window is brought to the setting where
+one is given (`vcbus up` always gives its `--duplicate-window`; other
+commands leave it). All
 streams are file-backed; S2 compression is on for single-server streams
 (watch records are large and repetitive: managed pods compress several times
 over) and off for replicated ones (see `compression_for`).
@@ -27,7 +29,7 @@ from nats.js.errors import BucketNotFoundError, NotFoundError
 from vcbus.bus import partitions as parts
 from vcbus.bus import subjects as s
 from vcbus.bus.errors import BusError
-from vcbus.settings import BusSettings
+from vcbus.settings import DEFAULT_DUPLICATE_WINDOW, BusSettings
 
 STREAMS = {
     s.K8S_STREAM: (f"{s.K8S_PREFIX}.>", "Kubernetes watch records as observed (the log the state machines fold)"),
@@ -56,7 +58,7 @@ def stream_config(
         subjects=[subject],
         retention=api.RetentionPolicy.LIMITS,
         storage=api.StorageType.FILE,
-        duplicate_window=settings.duplicate_window,
+        duplicate_window=settings.duplicate_window or DEFAULT_DUPLICATE_WINDOW,
         compression=compression_for(replicas),
         num_replicas=replicas,
         max_age=settings.max_age or None,  # retention (docs/operations.md "Retention"); None: forever
@@ -74,8 +76,8 @@ async def ensure_streams(
     js: JetStreamContext, settings: BusSettings, *, update: bool = True, replicas: int | None = None
 ) -> None:
     """Create what is missing at `replicas` (default `settings.replicas`, else 1; vcbus.bus.cluster
-    derives it from the cluster's size); with `update`, also bring the duplicate window, and the
-    retention and replicas where the settings name them, to the setting."""
+    derives it from the cluster's size); with `update`, also bring the duplicate window, the
+    retention and the replicas, where the settings name them, to the setting."""
     replicas = replicas or settings.replicas or 1
     for name in STREAMS:
         want = stream_config(name, settings, replicas=replicas)
@@ -126,11 +128,12 @@ async def _allow_msg_ttl(js: JetStreamContext, stream: str) -> None:
 
 
 def _apply_settings(have: api.StreamConfig, settings: BusSettings) -> bool:
-    """Bring an existing stream's duplicate window, and its retention and replicas where the
-    settings name them (None/0: leave as it is), to the settings; True if anything changed."""
+    """Bring an existing stream's duplicate window, retention and replicas, where the settings
+    name them (None/0: leave as it is), to the settings; True if anything changed."""
     changed = False
-    if abs((have.duplicate_window or 0) - settings.duplicate_window) > 1e-3:
-        have.duplicate_window, changed = settings.duplicate_window, True
+    window = settings.duplicate_window
+    if window is not None and abs((have.duplicate_window or 0) - window) > 1e-3:
+        have.duplicate_window, changed = window, True
     if settings.max_age is not None and abs((have.max_age or 0) - settings.max_age) > 1e-3:
         have.max_age, changed = settings.max_age, True
     if settings.max_bytes is not None and (have.max_bytes or -1) != (settings.max_bytes or -1):

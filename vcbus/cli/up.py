@@ -172,9 +172,10 @@ def duration(text: str, option: str) -> float:
 )
 @click.option(
     "--duplicate-window",
-    default="1h",
+    default="10m",
     show_default=True,
-    help="How long JetStream remembers message ids (a decider restart must be shorter).",
+    help="How long JetStream remembers message ids (a decider restart must be shorter); "
+    "the streams are brought to it.",
 )
 @click.option(
     "--cluster-nats",
