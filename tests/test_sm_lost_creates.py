@@ -22,12 +22,13 @@ look for a second CreatePod of that name (issue 31):
 from __future__ import annotations
 
 import msgspec
+import pytest
 
 from statemachines import outputs as o
 from statemachines.engine import Engine
 from statemachines.intake.refusals import MAX_REQUEUE
 from statemachines.job.sync import LOST_CREATE_AFTER
-from statemachines.model.records import decode
+from statemachines.model.records import RecordError, decode
 from tests.builders import Harness, job, task
 
 LOST = "j-t-2"
@@ -184,3 +185,16 @@ def _parse(ts: str) -> int:
     from statemachines.model.timefmt import parse
 
     return parse(ts)
+
+
+@pytest.mark.parametrize("body, says", [
+    ({"type": "REFUSED", "refusal": {"job": "nojob", "command": "CreatePod"}}, "refusal.job 'nojob' is not NAMESPACE/NAME"),
+    ({"type": "REFUSED", "refusal": {"job": "a/b", "command": ""}}, "refusal.command is empty"),
+    ({"type": "REFUSED", "time": "soon", "refusal": {"job": "a/b", "command": "CreatePod"}}, "time 'soon' is not an RFC 3339"),
+    ({"type": "REFUSED"}, 'invalid REFUSED record: Object missing required field `refusal`'),
+    ({"type": "REFUSED", "refusal": {"job": "a/b", "command": "CreatePod", "seq": "7"}}, "Expected `int`, got `str`"),
+])
+def test_a_bad_refused_record_says_what_is_wrong(body, says) -> None:
+    with pytest.raises(RecordError) as bad:
+        decode(msgspec.json.encode(body))
+    assert says in str(bad.value)
