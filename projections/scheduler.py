@@ -13,6 +13,10 @@ assumes its binds before the API server confirms them (`pkg/scheduler/cache/cach
   (then the pod is simply Bound, and a `PodBound` event is due) or the pod is gone. An
   assumption older than `BIND_TIMEOUT` seconds of record time (the bind evidently failed)
   is dropped, the way Volcano resyncs a task whose bind failed.
+- BindPod's `volumes` (static PVs for its unbound WaitForFirstConsumer claims): each PV is
+  assumed claimed by its claim until a PV record shows a claimRef (or the PV is gone); the bind
+  assumption ends at once if that claimRef is another claim's (the actuator refuses the bind, so
+  the pod is Pending again for the next session), and the PVs are freed with a bind that expires.
 - EvictPod: the pod is `Releasing` until a record shows it terminating or gone.
 - UpdatePodGroupStatus / UpdateQueueStatus / CreateQueue: the object as written, until its
   next record; a status computed for another incarnation (its `uid`) is not assumed on the
@@ -29,6 +33,7 @@ give the same state.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from fractions import Fraction
 from typing import Any
 
 from statemachines import outputs as out
@@ -63,6 +68,10 @@ def _dump(fact) -> dict[str, Any]:
         value = getattr(fact, name)
         if name == "topologies":
             value = [[key, sorted(zones)] for key, zones in value]
+        elif isinstance(value, Fraction):  # a storage size, exactly
+            value = str(value)
+        elif isinstance(value, frozenset):
+            value = sorted(value)
         out[name] = value
     return out
 
@@ -87,7 +96,8 @@ class SchedulerCache:
         self.images = ImageStates()  # the nodes' status.images, for ImageLocality
         self.claims: dict[str, ClaimFact] = {}  # PVCs, PVs and StorageClasses: the volume checks
         self.volumes: dict[str, VolumeFact] = {}
-        self.storage_classes: dict[str, tuple[str | None]] = {}  # name -> (volumeBindingMode,)
+        self.storage_classes: dict[str, tuple[str | None, str]] = {}  # name -> (volumeBindingMode, provisioner)
+        self._claimed: dict[str, tuple[tuple[str, str, str], str]] = {}  # PV -> (claimRef, pod key) assumed
         self.workloads: dict[str, tuple[str, str, object]] = {}  # Services, RCs, RSs, StatefulSets: their selectors
         self.revision = 0  # changes to the namespaces, volume facts and workloads (`_put`)
         self._observed: dict[str, TaskFact] = {}  # pods as their last record shows them
@@ -160,9 +170,17 @@ class SchedulerCache:
         if isinstance(obj, so.PersistentVolumeClaim):
             self._put(self.claims, f"{meta.namespace}/{meta.name}", None if deleted else ClaimFact(obj))
         elif isinstance(obj, so.PersistentVolume):
-            self._put(self.volumes, meta.name, None if deleted else VolumeFact(obj))
+            fact = None if deleted else VolumeFact(obj)
+            self._put(self.volumes, meta.name, fact)
+            claimed = self._claimed.get(meta.name)
+            if claimed is not None and (fact is None or fact.claim_ref is not None):
+                del self._claimed[meta.name]  # the record says who holds it now
+                ref, pod = claimed
+                held = fact.claim_ref if fact is not None else None
+                if held is not None and not (held[:2] == ref[:2] and held[2] in ("", ref[2])):
+                    self._drop_bind(pod)  # another claim's: the actuator does not bind the pod
         else:
-            self._put(self.storage_classes, meta.name, None if deleted else (obj.volume_binding_mode,))
+            self._put(self.storage_classes, meta.name, None if deleted else (obj.volume_binding_mode, obj.provisioner))
 
     def _put(self, facts: dict, key: str, fact) -> None:
         """Set (None: remove) one fact of the kinds a session reads beside nodes, queues, PodGroups and
@@ -200,7 +218,8 @@ class SchedulerCache:
         if deleted or not responsible:
             self._observed.pop(key, None)
             self.tasks.pop(key, None)
-            self._binds.pop(key, None)
+            if self._binds.pop(key, None) is not None:
+                self._unclaim(key)
             self._evicts.pop(key, None)
             self.bound.pop(key, None)
             self._forget(f"Pod:{key}:")
@@ -212,6 +231,8 @@ class SchedulerCache:
             del self._binds[key]
             if bind[0] == fact.uid and fact.node:
                 self.bound[key] = fact.node
+            else:
+                self._unclaim(key)
         evict = self._evicts.get(key)
         if evict is not None and (evict != fact.uid or fact.status not in ("Pending", "Bound", "Running")):
             del self._evicts[key]
@@ -241,10 +262,20 @@ class SchedulerCache:
                 break
             expired.append(key)
         for key in expired:
-            del self._binds[key]
-            observed = self._observed.get(key)
-            if observed is not None:
-                self.tasks[key] = self._assumed(key, observed)
+            self._drop_bind(key)
+
+    def _drop_bind(self, key: str) -> None:
+        """The assumed bind of pod `key` will not happen: the pod is Pending again, its claims' PVs free."""
+        if self._binds.pop(key, None) is None:
+            return
+        self._unclaim(key)
+        observed = self._observed.get(key)
+        if observed is not None:
+            self.tasks[key] = self._assumed(key, observed)
+
+    def _unclaim(self, key: str) -> None:
+        for name in [name for name, (_, pod) in self._claimed.items() if pod == key]:
+            del self._claimed[name]
 
     # ------------------------------------------------------------------ own decisions
 
@@ -260,6 +291,10 @@ class SchedulerCache:
                 self._binds.pop(key, None)  # re-inserted at the end: the dict stays in time order
                 self._binds[key] = (observed.uid, o.node, o.time or self.time)
                 self.tasks[key] = self._assumed(key, observed)
+                for binding in o.volumes:  # the PVs the actuator claims before the bind (VolumeBinding's PreBind)
+                    pv = self.volumes.get(binding.volume)
+                    if pv is not None and pv.claim_ref is None:
+                        self._claimed[binding.volume] = ((ns, binding.claim, binding.claim_uid), key)
             elif isinstance(o, out.EvictPod):
                 key = f"{ns}/{o.name}"
                 observed = self._observed.get(key)
@@ -303,14 +338,23 @@ class SchedulerCache:
             default_priority=default,
             namespaces=dict(self.namespaces),
             claims=dict(self.claims),
-            volumes=dict(self.volumes),
-            storage_classes={name: mode for name, (mode,) in self.storage_classes.items()},
+            volumes=self._volumes(),
+            storage_classes={name: mode for name, (mode, _) in self.storage_classes.items()},
+            provisioners={name: provisioner for name, (_, provisioner) in self.storage_classes.items()},
             workloads=dict(self.workloads),
             emitted=dict(self.emitted),
             bound=dict(self.bound),
             time=self.time,
             seq=self.position,
         )
+
+    def _volumes(self) -> dict[str, VolumeFact]:
+        """The PVs, with the claims the scheduler's binds assumed on them."""
+        volumes = dict(self.volumes)
+        for name, (ref, _) in self._claimed.items():
+            if name in volumes:
+                volumes[name] = volumes[name].claimed(ref)
+        return volumes
 
     def state(self) -> dict[str, Any]:
         """Canonical JSON-able dump of the cluster view (sorted), for rebuilt == live checks."""
@@ -322,7 +366,7 @@ class SchedulerCache:
             "priorityClasses": {k: list(self.classes[k]) for k in sorted(self.classes)},
             "namespaces": {k: dict(sorted(self.namespaces[k].items())) for k in sorted(self.namespaces)},
             "claims": {k: _dump(self.claims[k]) for k in sorted(self.claims)},
-            "volumes": {k: _dump(self.volumes[k]) for k in sorted(self.volumes)},
+            "volumes": {k: _dump(v) for k, v in sorted(self._volumes().items())},
             "storageClasses": {k: self.storage_classes[k][0] for k in sorted(self.storage_classes)},
             "workloads": {k: list(self.workloads[k]) for k in sorted(self.workloads)},
         }

@@ -456,12 +456,23 @@ class PluginHook(Output, tag="cmd.plugins.hook.v1", kw_only=True):
 
 
 
+class VolumeBinding(Struct, frozen=True, rename="camel", omit_defaults=True, kw_only=True, gc=False):
+    """A static PersistentVolume chosen for one of the pod's unbound WaitForFirstConsumer claims."""
+
+    claim: str  # the PVC, in the pod's namespace
+    claim_uid: str = ""
+    volume: str  # the PV
+
+
 class BindPod(Output, tag="cmd.pod.bind.v1", kw_only=True):
-    """Bind the pod to `node` through the Binding subresource (already bound or gone: done)."""
+    """Bind the pod to `node` through the Binding subresource (already bound or gone: done). `volumes`
+    are claimed first: each PV's `spec.claimRef` is written to its claim (kube-scheduler's VolumeBinding
+    PreBind); if a PV is gone or held by another claim, or the claim is gone, the pod is not bound."""
 
     name: str
     uid: str = ""
     node: str
+    volumes: list[VolumeBinding] = []
 
 
 class EvictPod(Output, tag="cmd.pod.evict.v1", kw_only=True):

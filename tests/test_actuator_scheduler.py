@@ -102,6 +102,71 @@ def test_bind_of_a_pod_being_deleted_is_done(env, nodes):
     core.patch_namespaced_pod("p-0", ns, {"metadata": {"finalizers": None}})
 
 
+def make_claim(core, ns: str, name: str) -> client.V1PersistentVolumeClaim:
+    return core.create_namespaced_persistent_volume_claim(ns, {"metadata": {"name": name}, "spec": {
+        "storageClassName": "local", "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}})
+
+
+@pytest.fixture
+def volume(env):
+    """`volume(name)`: a static PV of class `local` (deleted after the test)."""
+    core = env[1]
+    made = []
+
+    def make(name: str, ref: dict | None = None) -> str:
+        name = f"{env[4]}-{name}"
+        spec = {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "local",
+                "hostPath": {"path": "/data"}}
+        if ref is not None:
+            spec["claimRef"] = ref
+        core.create_persistent_volume({"metadata": {"name": name}, "spec": spec})
+        made.append(name)
+        return name
+
+    yield make
+    for name in made:
+        core.delete_persistent_volume(name)
+
+
+def test_bind_with_volumes_writes_each_pvs_claim_ref_first_and_a_redelivery_is_done(env, nodes, volume):
+    """VolumeBinding's PreBind before the bind: the PV's claimRef (with the claim's uid) and bound-by-controller,
+    as kube-scheduler writes them; the PVC is left to the PV controller (none runs here)."""
+    api, core, custom, act, ns = env
+    claim = make_claim(core, ns, "data")
+    pv = volume("pv")
+    pod = make_pod(core, ns, "p-0")
+    cmd = o.BindPod(job=key(ns), seq=1, name="p-0", uid=pod.metadata.uid, node=nodes[0],
+                    volumes=[o.VolumeBinding(claim="data", claim_uid=claim.metadata.uid, volume=pv)])
+    assert act.apply(cmd) == "applied"
+    got = core.read_persistent_volume(pv)
+    ref = got.spec.claim_ref
+    assert (ref.kind, ref.namespace, ref.name, ref.uid) == ("PersistentVolumeClaim", ns, "data", claim.metadata.uid)
+    assert got.metadata.annotations["pv.kubernetes.io/bound-by-controller"] == "yes"
+    assert core.read_namespaced_pod("p-0", ns).spec.node_name == nodes[0]
+    assert act.apply(cmd) == "done"
+
+
+def test_bind_whose_volume_another_claim_holds_or_is_gone_is_not_sent(env, nodes, volume, caplog):
+    api, core, custom, act, ns = env
+    claim = make_claim(core, ns, "data")
+    taken = volume("taken", ref={"kind": "PersistentVolumeClaim", "namespace": ns, "name": "other", "uid": "u-1"})
+    pod = make_pod(core, ns, "p-0")
+    for pv, words in ((taken, f"claimed by {ns}/other"), (f"{ns}-never-was", "gone")):
+        cmd = o.BindPod(job=key(ns), seq=1, name="p-0", uid=pod.metadata.uid, node=nodes[0],
+                        volumes=[o.VolumeBinding(claim="data", claim_uid=claim.metadata.uid, volume=pv)])
+        with caplog.at_level(logging.WARNING, logger="vcbus.actuator"):
+            assert act.apply(cmd) == "dropped"
+        assert words in caplog.text
+        assert core.read_namespaced_pod("p-0", ns).spec.node_name is None
+    assert core.read_persistent_volume(taken).spec.claim_ref.name == "other"
+    # a claim re-created since the session chose (another uid): not bound either, the PV not written
+    free = volume("free")
+    cmd = o.BindPod(job=key(ns), seq=2, name="p-0", uid=pod.metadata.uid, node=nodes[0],
+                    volumes=[o.VolumeBinding(claim="data", claim_uid="an-older-uid", volume=free)])
+    assert act.apply(cmd) == "dropped"
+    assert core.read_persistent_volume(free).spec.claim_ref is None
+
+
 # ------------------------------------------------------------------ EvictPod
 
 

@@ -7,11 +7,16 @@ The API server here runs no PV controller, so the test binds the claim itself as
 the three pods (cpu 1 each, all of them fit on any node) are bound to that node alone, which needs the
 PVC and PV records on the bus and the scheduler's VolumeBinding check. Before the claim is bound, a
 StorageClass-less unbound claim keeps every pod pending with kube-scheduler's words.
+
+A claim of a WaitForFirstConsumer class of static PVs (`kubernetes.io/no-provisioner`, the local-volume
+setup) is left unbound by the PV controller for the scheduler: vcbus finds the PV for the node its pods
+go to, writes the PV's claimRef before the binds (VolumeBinding's PreBind), and binds the pods there.
 """
 
 from __future__ import annotations
 
 import pytest
+from kubernetes import client
 
 from tests.test_e2e_scheduler import scenario, seed_job, unschedulable_condition  # noqa: F401 - scenario is a fixture
 from tests.test_webhook_k8s import webhook  # noqa: F401 - the admission webhook fixture
@@ -23,14 +28,20 @@ ZONE = "topology.kubernetes.io/zone"
 UNBOUND = "plugin VolumeZone pre-predicates failed PersistentVolumeClaim had no pv name and storageClass name"
 
 
-def claiming_seed_job() -> dict:
+def claiming_seed_job(claim: str = "data") -> dict:
     job = seed_job()
     for task in job["spec"]["tasks"]:
         spec = task["template"]["spec"]
         for c in spec["containers"]:
             c["resources"] = {"requests": dict(SMALL), "limits": dict(SMALL)}
-        spec["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
+        spec["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
     return job
+
+
+def all_bound(sc) -> list | None:
+    """The job's three pods, once all are bound."""
+    pods = sc.pods()
+    return pods if len(pods) == 3 and all(p["spec"].get("nodeName") for p in pods) else None
 
 
 @pytest.mark.parametrize("scenario", [3], indirect=True)
@@ -54,12 +65,44 @@ def test_the_pods_of_a_claim_bound_to_a_zonal_volume_go_to_its_zone(scenario):
         sc.core.patch_namespaced_persistent_volume_claim("data", sc.ns, {
             "metadata": {"annotations": {"pv.kubernetes.io/bind-completed": "yes"}}, "spec": {"volumeName": pv}})
 
-        def bound():
-            pods = sc.pods()
-            ok = len(pods) == 3 and all(p["spec"].get("nodeName") for p in pods)
-            return pods if ok else None
-
-        pods = sc.wait("3 pods bound", bound)
+        pods = sc.wait("3 pods bound", lambda: all_bound(sc))
         assert {p["spec"]["nodeName"] for p in pods} == {sc.nodes[1]}
     finally:
         sc.core.delete_persistent_volume(pv)
+
+
+@pytest.mark.parametrize("scenario", [3], indirect=True)
+def test_a_wait_for_first_consumer_claim_gets_a_static_volume_and_its_pods_follow_it(scenario):
+    """The PV fits only the second node (its zone); a smaller PV of the class elsewhere does not fit the
+    claim. The PV's claimRef is written to the claim (with its uid) and the three pods are bound to that
+    node. No PV controller runs here: the test makes the PVs Available as it would, and the claim itself stays
+    Pending (on a cluster the controller binds it to the PV its claimRef names)."""
+    sc = scenario
+    for i, name in enumerate(sc.nodes):
+        sc.core.patch_node(name, {"metadata": {"labels": {ZONE: "zb" if i == 1 else "za"}}})
+    cls = f"{sc.ns}-local"
+    storage = client.StorageV1Api(sc.api)
+    storage.create_storage_class({"metadata": {"name": cls}, "provisioner": "kubernetes.io/no-provisioner",
+                                     "volumeBindingMode": "WaitForFirstConsumer"})
+    pvs = {f"{sc.ns}-small": ("512Mi", "za"), f"{sc.ns}-local": ("2Gi", "zb")}
+    for name, (size, zone) in pvs.items():
+        sc.core.create_persistent_volume({"metadata": {"name": name}, "spec": {
+            "capacity": {"storage": size}, "accessModes": ["ReadWriteOnce"], "storageClassName": cls,
+            "local": {"path": "/mnt/disk"}, "nodeAffinity": {"required": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": ZONE, "operator": "In", "values": [zone]}]}]}}}})
+        # what the PV controller does with a new PV on a real cluster (none runs here): Pending -> Available
+        sc.core.patch_persistent_volume_status(name, {"status": {"phase": "Available"}})
+    try:
+        claim = sc.core.create_namespaced_persistent_volume_claim(sc.ns, {"metadata": {"name": "local"}, "spec": {
+            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}, "storageClassName": cls}})
+        sc.submit(claiming_seed_job("local"))
+
+        pods = sc.wait("3 pods bound", lambda: all_bound(sc))
+        assert {p["spec"]["nodeName"] for p in pods} == {sc.nodes[1]}
+        ref = sc.core.read_persistent_volume(f"{sc.ns}-local").spec.claim_ref
+        assert (ref.namespace, ref.name, ref.uid) == (sc.ns, "local", claim.metadata.uid)
+        assert sc.core.read_persistent_volume(f"{sc.ns}-small").spec.claim_ref is None
+    finally:
+        for name in pvs:
+            sc.core.delete_persistent_volume(name)
+        storage.delete_storage_class(cls)

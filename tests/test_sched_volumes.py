@@ -136,7 +136,7 @@ AFFINITY_FAILS = "0/2 nodes are unavailable: 2 node(s) didn't match PersistentVo
         # a WaitForFirstConsumer claim still unbound needs a provisioner or a matching PV: not evaluated
         ([*A_B, pvc("d", cls="wait"), storage_class("wait", "WaitForFirstConsumer")], claiming("d"),
          ALL + "vcbus's scheduler does not evaluate spec.volumes[0].persistentVolumeClaim "
-               "(an unbound WaitForFirstConsumer claim)."),
+               "(an unbound WaitForFirstConsumer claim to provision)."),
         # a StorageClass without volumeBindingMode
         ([*A_B, pvc("d", cls="odd"), storage_class("odd", None)], claiming("d"),
          ALL + 'plugin VolumeZone pre-predicates failed VolumeBindingMode not set for StorageClass "odd".'),
@@ -181,8 +181,8 @@ def test_pods_waiting_on_an_unbound_wait_for_first_consumer_claim_are_counted_on
                       podgroup("pg", 3, phase="Inqueue"), *waiting)
     snapshot = cluster.cache.snapshot()
     assert unevaluated_pods(snapshot, DEFAULT_CONFIG) == {
-        "spec.volumes[].persistentVolumeClaim (an unbound WaitForFirstConsumer claim)": 1,
-        "spec.volumes[].ephemeral (an unbound WaitForFirstConsumer claim)": 1}
+        "spec.volumes[].persistentVolumeClaim (an unbound WaitForFirstConsumer claim to provision)": 1,
+        "spec.volumes[].ephemeral (an unbound WaitForFirstConsumer claim to provision)": 1}
     off = config_from_dict({"actions": "allocate", "tiers": [{"plugins": [{"name": "predicates", "arguments": {
         "predicate.VolumeBindingEnable": False}}]}]})
     assert unevaluated_pods(snapshot, off) == {}

@@ -75,6 +75,7 @@ class Session:
         self.check_pod_count = False
         self.dynamic = None  # predicates.Dynamic: the filters that depend on the pods placed so far
         self.pod_indexes = None  # predicates.PodIndexes: the placed pods' counts (filters and scores)
+        self.volume_binder = None  # volumes.VolumeBinder: static PVs assumed for unbound claims (VolumeBinding)
         self.node_facts: list = []  # NodeFact per node index (static predicate input)
         self.scorers: list[Callable[[TaskState, NodeState], float]] = []
         self.score_cache: dict[tuple, dict[int, tuple[int, float]]] = {}

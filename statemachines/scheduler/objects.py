@@ -315,9 +315,19 @@ class Namespace(Struct, frozen=True, tag_field="kind", tag="Namespace", rename="
 # ---------------------------------------------------------------- volumes
 
 
+class ClaimResources(Struct, frozen=True, rename="camel", gc=False):
+    requests: Quantities | None = None
+
+
 class ClaimSpec(Struct, frozen=True, rename="camel", gc=False):
     volume_name: str = ""
     storage_class_name: str | None = None
+    # what a static PV must offer (FindMatchingVolume)
+    access_modes: list[str] | None = None
+    resources: ClaimResources = ClaimResources()
+    volume_mode: str | None = None
+    selector: LabelSelector | None = None
+    volume_attributes_class_name: str | None = None
 
 
 class ClaimStatus(Struct, frozen=True, rename="camel", gc=False):
@@ -336,20 +346,39 @@ class VolumeNodeAffinity(Struct, frozen=True, rename="camel", gc=False):
     required: NodeSelector | None = None
 
 
+class ClaimRef(Struct, frozen=True, rename="camel", gc=False):
+    namespace: str = ""
+    name: str = ""
+    uid: str = ""
+
+
 class VolumeSpec(Struct, frozen=True, rename="camel", gc=False):
     node_affinity: VolumeNodeAffinity | None = None
+    # what a claim is matched against (FindMatchingVolume)
+    capacity: Quantities | None = None
+    access_modes: list[str] | None = None
+    storage_class_name: str = ""
+    volume_mode: str | None = None
+    claim_ref: ClaimRef | None = None
+    volume_attributes_class_name: str | None = None
+
+
+class VolumeStatus(Struct, frozen=True, rename="camel", gc=False):
+    phase: str = ""
 
 
 class PersistentVolume(Struct, frozen=True, tag_field="kind", tag="PersistentVolume", rename="camel", gc=False):
     api_version: str = ""
     metadata: Meta = Meta()
     spec: VolumeSpec = VolumeSpec()
+    status: VolumeStatus = VolumeStatus()
 
 
 class StorageClass(Struct, frozen=True, tag_field="kind", tag="StorageClass", rename="camel", gc=False):
     api_version: str = ""
     metadata: Meta = Meta()
     volume_binding_mode: str | None = None
+    provisioner: str = ""
 
 
 # ---------------------------------------------------------------- workloads (system-default spreading)

@@ -135,6 +135,13 @@ def _job_of(job: JobState | None, task: TaskState) -> str:
     return f"{task.namespace}/{task.name}"
 
 
+def _volume_bindings(ssn: Session, task: TaskState) -> list[out.VolumeBinding]:
+    """The static PVs VolumeBinding's Reserve assumed for the task's unbound claims (its PreBind writes them)."""
+    binder = ssn.volume_binder
+    bindings = binder.bindings.get(task.uid, ()) if binder is not None else ()
+    return [out.VolumeBinding(claim=claim.name, claim_uid=claim.uid, volume=pv.name) for claim, pv in bindings]
+
+
 def _close(ssn: Session) -> SessionResult:
     seq, time, number = ssn.seq, ssn.time, ssn.number
     snapshot = ssn.snapshot
@@ -156,7 +163,8 @@ def _close(ssn: Session) -> SessionResult:
         if kind == "bind":
             outputs.append(out.PodAllocated(job=owner, seq=seq, time=time, session=number, podgroup=podgroup, pod=task.name,
                                             uid=task.uid, node=task.node, task=task.role, action=action))
-            outputs.append(out.BindPod(job=owner, seq=seq, time=time, name=task.name, uid=task.uid, node=task.node))
+            outputs.append(out.BindPod(job=owner, seq=seq, time=time, name=task.name, uid=task.uid, node=task.node,
+                                       volumes=_volume_bindings(ssn, task)))
             binds.append(Bind(task.namespace, task.name, task.node, task.uid))
         else:
             outputs.append(out.PodEvicted(job=owner, seq=seq, time=time, session=number, podgroup=podgroup, pod=task.name,

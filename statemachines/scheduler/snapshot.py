@@ -20,7 +20,7 @@ class Snapshot:
     that the log now shows on their node (PodBound is due)."""
 
     __slots__ = ("nodes", "queues", "groups", "tasks", "priority_classes", "default_priority", "namespaces", "emitted",
-                 "bound", "time", "seq", "claims", "volumes", "storage_classes", "workloads")
+                 "bound", "time", "seq", "claims", "volumes", "storage_classes", "provisioners", "workloads")
 
     def __init__(
         self,
@@ -39,6 +39,7 @@ class Snapshot:
         claims: dict | None = None,
         volumes: dict | None = None,
         storage_classes: dict[str, str | None] | None = None,
+        provisioners: dict[str, str] | None = None,
         workloads: dict[str, tuple[str, str, object]] | None = None,
     ) -> None:
         self.nodes = nodes
@@ -53,10 +54,11 @@ class Snapshot:
         self.time = time
         self.seq = seq
         # the volume checks' facts (statemachines.scheduler.volumes): PVCs by "<namespace>/<name>",
-        # PVs by name, StorageClasses' volumeBindingMode by name
+        # PVs by name, StorageClasses' volumeBindingMode and provisioner by name
         self.claims = claims if claims is not None else {}
         self.volumes = volumes if volumes is not None else {}
         self.storage_classes = storage_classes if storage_classes is not None else {}
+        self.provisioners = provisioners if provisioners is not None else {}
         # the Services, ReplicationControllers, ReplicaSets and StatefulSets by "<Kind>/<namespace>/<name>",
         # as (kind, namespace, selector): system-default topology spreading (statemachines.scheduler.workloads)
         self.workloads = workloads if workloads is not None else {}

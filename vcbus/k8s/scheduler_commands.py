@@ -15,6 +15,16 @@ redelivery:
   The request is sent raw (`vcbus.k8s.rawcalls`): the `kubernetes` client would
   deserialise the apiserver's `Status` answer as a `V1Binding` and fail on its
   missing target.
+- BindPod with `volumes` (static PVs the scheduler chose for the pod's unbound
+  WaitForFirstConsumer claims) first writes each PV's `spec.claimRef` to its claim,
+  as kube-scheduler's VolumeBinding PreBind does (`bindAPIUpdate`: the claim's
+  reference and `pv.kubernetes.io/bound-by-controller`, an update at the PV's
+  resourceVersion: here a merge patch carrying it), and leaves the PVC to the PV
+  controller. A PV already claimed by that claim is done (a redelivery); a PV
+  claimed by another claim, or gone, or a claim gone or re-created, and the pod is
+  not bound ("dropped", logged): the next session places it again. Unlike
+  kube-scheduler, the bind does not wait for the PV controller to bind the claim
+  (kubelet waits for it before it mounts).
 - EvictPod writes what Volcano's evictor writes (Ready=False reason `Evict`,
   DisruptionTarget=True reason `PreemptionByScheduler`) and deletes the pod
   with a uid precondition. Unlike upstream, whose evictor skips the delete
@@ -51,6 +61,7 @@ from __future__ import annotations
 
 import logging
 from typing import Any
+from urllib.parse import quote
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
@@ -72,6 +83,8 @@ STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 PODGROUP_STATUS_FIELDS = ("phase", "conditions", "running", "succeeded", "failed")
 # QueueStatus counts of PodGroups by phase, written by the queue controller of an older vcbus (statemachines/outputs.py).
 QUEUE_COUNTS = ("pending", "running", "inqueue", "unknown", "completed")
+BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"  # set by GetBindVolumeToClaim with the claimRef
+CLAIM_ATTEMPTS = 3  # reads of a PV another writer keeps changing, before the conflict is raised
 
 
 def _status(err: ApiException) -> int:
@@ -158,6 +171,8 @@ class SchedulerCommands:
                 return "done"  # gone: nothing to bind
             uid = pod.metadata.uid
         require_schedulable(pod, ns, self.scheduler_names)
+        if cmd.volumes and not self._claim_volumes(ns, cmd):
+            return "dropped"
         body = {
             "apiVersion": "v1",
             "kind": "Binding",
@@ -181,6 +196,51 @@ class SchedulerCommands:
         if pod.metadata.deletion_timestamp:
             return "done"  # being deleted: it will never run
         raise failure
+
+    def _claim_volumes(self, ns: str, cmd: o.BindPod) -> bool:
+        """VolumeBinding's PreBind: each PV's claimRef written to its claim; False (logged) if one cannot be."""
+        for binding in cmd.volumes:
+            claim = rawcalls.read(self.api, f"/api/v1/namespaces/{quote(ns, safe='')}/persistentvolumeclaims/"
+                                            f"{quote(binding.claim, safe='')}")
+            claim_meta = (claim or {}).get("metadata") or {}
+            if claim is None or (binding.claim_uid and claim_meta.get("uid") != binding.claim_uid):
+                log.warning("actuator: BindPod %s/%s refused: its claim %s is gone", ns, cmd.name, binding.claim)
+                return False
+            held = self._claim_volume(ns, binding.volume, claim_meta)
+            if held:
+                log.warning("actuator: BindPod %s/%s refused: PersistentVolume %s for claim %s is %s",
+                            ns, cmd.name, binding.volume, binding.claim, held)
+                return False
+        return True
+
+    def _claim_volume(self, ns: str, volume: str, claim: dict) -> str:
+        """Write the PV's claimRef to `claim` (its metadata) unless it has one; "" when the PV is the claim's,
+        else why not. A PV written meanwhile (409 at its resourceVersion) is read again; after CLAIM_ATTEMPTS
+        the conflict is raised (the command is retried)."""
+        path = f"/api/v1/persistentvolumes/{quote(volume, safe='')}"
+        name, uid = claim.get("name") or "", claim.get("uid") or ""
+        for attempt in range(CLAIM_ATTEMPTS):
+            pv = rawcalls.read(self.api, path)
+            if pv is None:
+                return "gone"
+            ref = (pv.get("spec") or {}).get("claimRef")
+            if ref is not None:
+                mine = ref.get("namespace") == ns and ref.get("name") == name and ref.get("uid", "") in ("", uid)
+                return "" if mine else f"claimed by {ref.get('namespace')}/{ref.get('name')}"
+            body = {
+                "metadata": {"resourceVersion": pv["metadata"].get("resourceVersion"),
+                             "annotations": {BOUND_BY_CONTROLLER: "yes"}},
+                "spec": {"claimRef": {"kind": "PersistentVolumeClaim", "apiVersion": "v1", "namespace": ns,
+                                      "name": name, "uid": uid,
+                                      "resourceVersion": claim.get("resourceVersion") or ""}},
+            }
+            try:
+                rawcalls.call(self.api, "PATCH", path, body=body, content_type=MERGE_PATCH)
+                return ""
+            except ApiException as err:
+                if _status(err) != 409 or attempt == CLAIM_ATTEMPTS - 1:
+                    raise
+        return ""  # not reached: the last attempt returns or raises
 
     def _EvictPod(self, ns: str, name: str, cmd: o.EvictPod, index: int) -> str:
         pod = self._pod(ns, cmd.name, cmd.uid)

@@ -28,9 +28,9 @@ from statemachines.scheduler.plugins import ports
 from statemachines.scheduler.plugins.interpod import InterPod, Placed
 from statemachines.scheduler.plugins.spread import TopologySpread
 from statemachines.scheduler.labels import requirement
-from statemachines.scheduler.model import NodeFact
+from statemachines.scheduler.model import ALLOCATED, PIPELINED, NodeFact
 from statemachines.scheduler.tasks import Placement, TaskFact
-from statemachines.scheduler.volumes import Prepared, prefilter
+from statemachines.scheduler.volumes import Prepared, VolumeBinder, prefilter
 
 NAME = "predicates"
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
@@ -107,13 +107,32 @@ def pod_indexes(ssn: Session) -> PodIndexes:
 
 
 class VolumeChecks:
-    """VolumeZone's and VolumeBinding's PreFilter per task (`volumes.prefilter`), once per session."""
+    """VolumeZone's and VolumeBinding's PreFilter per task (`volumes.prefilter`), once per session; with
+    VolumeBinding, its Reserve and Unreserve as the predicates plugin runs them on allocate and deallocate
+    (`volumes.VolumeBinder`: the static PVs assumed for unbound WaitForFirstConsumer claims)."""
 
     def __init__(self, ssn: Session, *, zone: bool, binding: bool) -> None:
         self.ssn = ssn
         self.zone = zone
         self.binding = binding
         self.prepared: dict[str, Prepared] = {}
+        self.binder = VolumeBinder(ssn.snapshot.volumes) if binding else None
+        if self.binder is not None:
+            ssn.volume_binder = self.binder
+            ssn.allocate_handlers.append(self.reserve)
+            ssn.deallocate_handlers.append(self.unreserve)
+
+    def reserve(self, task) -> None:
+        """Reserve: a task placed (allocated or pipelined; not one un-evicted) assumes its node's PVs."""
+        if task.status not in (ALLOCATED, PIPELINED) or not task.fact.claims:
+            return
+        prepared = self.get(task.fact)
+        if prepared is not None and prepared.unbound and self.binder is not None:
+            self.binder.reserve(task.uid, prepared.unbound, self.ssn.nodes[task.node].fact.labels)
+
+    def unreserve(self, task) -> None:
+        if self.binder is not None and self.binder.bindings:
+            self.binder.unreserve(task.uid)
 
     def get(self, fact: TaskFact) -> Prepared | None:
         """The task's checks; None when it has no claim."""
@@ -122,7 +141,7 @@ class VolumeChecks:
         prepared = self.prepared.get(fact.uid)
         if prepared is None:
             prepared = self.prepared[fact.uid] = prefilter(self.ssn.snapshot, fact, zone=self.zone,
-                                                           binding=self.binding)
+                                                           binding=self.binding, binder=self.binder)
         return prepared
 
     def pre_predicate(self, task) -> str | None:
@@ -212,7 +231,7 @@ class Dynamic:
                 if pairs is not None:
                     pairs = pairs + prepared[1]
                 keys = prepared[2]
-        if volumes is not None and volumes.bound:
+        if volumes is not None and (volumes.bound or volumes.unbound):
             checks.append((volumes.binding, True))
             pairs = None
         if not checks:
