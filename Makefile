@@ -105,6 +105,7 @@ docs-images: $(STAMP) browser
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/replay.py --quick
+	$(BIN)/python benchmarks/replay_text.py --quick
 	$(BIN)/python benchmarks/scheduler.py --quick
 
 clean:

@@ -230,8 +230,10 @@ def _child(args: list[str]) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def options(doc: str) -> tuple[argparse.Namespace, int, pathlib.Path]:
+    """The command line of a benchmark of this log (`--quick`, `--json`, `--jobs`, `--rounds`), its number
+    of jobs and the log's path (benchmarks/replay_text.py reads the same log)."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="600 jobs instead of 10,000 (under a minute)")
     ap.add_argument("--json", action="store_true", help="print one JSON object of the figures")
     ap.add_argument("--jobs", type=int, help="number of jobs (overrides --quick)")
@@ -241,7 +243,11 @@ def main() -> None:
         ap.error("--rounds must be at least 1")
     jobs = args.jobs or (600 if args.quick else 10_000)
     OUT.mkdir(parents=True, exist_ok=True)
-    path = OUT / f"replay-{jobs}.jsonl"
+    return args, jobs, OUT / f"replay-{jobs}.jsonl"
+
+
+def main() -> None:
+    args, jobs, path = options(__doc__ or "")
     t0 = time.perf_counter()
     if not path.exists():
         generate(path, jobs)
