@@ -8,6 +8,15 @@ manager's, on the object of their kind. Their timers (a sync requeued after a de
 with N > 1 partitions the role that runs these controllers (`vcbus.bus.queueing`) keeps a heap
 apart from the partition's decider that reads the same TIMER records, and one id must never name
 two timers.
+
+A controller can be **held** (`hold`): Volcano's controller not running yet, on a log whose records
+came while it did not run (a bus whose queue role ran only the queue controller: the layout before
+4 December 2026 with N > 1 partitions ran neither the cronjob nor the jobflow controller). Held, it
+decides nothing and keeps the latest record of each of its objects (the informer's cache; the vcjob
+lister is the engine's and fills as always). Its start is a timer of its own, `start:<kind>` (the
+TIMER record the bus appended when it started the controller: `vcbus.bus.queueing`); when it fires,
+the controller gets each kept object as ADDED, JobTemplates before JobFlows, as Volcano's controller
+starting after `WaitForCacheSync` syncs every object its informers list.
 """
 
 from __future__ import annotations
@@ -35,12 +44,18 @@ def backoff(failures: int) -> float:
 
 
 KINDS = ("cronjob", "jobflow", "jobtemplate")  # the kinds of the keys below, as in their records' subjects
+START_POLICY = "start"  # the policy of a held controller's start timer (`HostedController.hold`)
 
 
 def owner_key(kind: str, namespace: str, name: str) -> str:
     """The key of a CronJob's, JobFlow's or JobTemplate's outputs: `<namespace>/<kind>:<name>` (`kind` of
     `KINDS`). A Kubernetes name never holds a `:`, so no vcjob, and no object of another kind, has it."""
     return f"{namespace}/{kind}:{name}"
+
+
+def start_timer_id(kind: str) -> str:
+    """The id of the start timer of the controller whose keys are of `kind` (`HostedController.hold`)."""
+    return f"start:{kind}"
 
 
 def split_owner_key(key: str) -> tuple[str, str, str] | None:
@@ -80,12 +95,44 @@ class HostedController:
     KIND = ""
     API_VERSION = ""
     ACTION = ""  # its timers' action (a sync)
+    KIND_KEY = ""  # the kind of its keys (`owner_key`)
 
     def __init__(self, host: Any, lister: JobLister | None = None) -> None:
         self.host = host
         self.lister = lister or JobLister()
         self.jobs = self.lister.jobs
         self.deleting: set[str] = set()  # uids of the vcjobs the controller asked to delete
+        # held (`hold`): object -> (rank, its input method, its arguments), the latest record of each
+        self.held: dict[tuple[str, str], tuple[int, Any, tuple]] | None = None
+        self.start_timer: Timer | None = None
+
+    # ------------------------------------------------------------------ held until started
+
+    def hold(self, due: str) -> None:
+        """Not started: nothing decided, the objects kept, until the start timer (due at `due`) fires."""
+        self.held = {}
+        heap = self.host.timers
+        order = heap.next_order()
+        self.start_timer = Timer(id=start_timer_id(self.KIND_KEY), job=owner_key(self.KIND_KEY, "_", "start"),
+                                 key="", action=self.ACTION, due=due, policy=START_POLICY, order=order)
+        heap.push(self.start_timer)
+
+    def keep(self, rtype: str, name: tuple[str, str], rank: int, method: Any, *args: Any) -> bool:
+        """While held, the object's record is kept for the start (a DELETED one forgets it) and True is
+        returned; `rank` orders the kinds at the start (lower first), `method(rtype, *args)` takes it then."""
+        if self.held is None:
+            return False
+        if rtype == "DELETED":
+            self.held.pop(name, None)
+        else:
+            self.held[name] = (rank, method, args)
+        return True
+
+    def start(self) -> None:
+        """The start timer fired: each kept object as ADDED, by rank, each rank in the order first kept."""
+        held, self.held, self.start_timer = self.held or {}, None, None
+        for _, method, args in sorted(held.values(), key=lambda kept: kept[0]):  # a stable sort
+            method("ADDED", *args)
 
     def job(self, rtype: str, job: Job) -> None:
         """A vcjob record, for a controller with a lister of its own (the domain tests' folds)."""
@@ -133,7 +180,11 @@ class HostedController:
         self.requeue(e, due, BACKOFF_POLICY)
 
     def fire(self, timer: Timer) -> None:
-        """The controller's timer is due: announced as TimerFired, the sync runs if it is its entry's timer."""
+        """The controller's timer is due: announced as TimerFired, the sync runs if it is its entry's timer;
+        the start timer of a held controller starts it (no output of its own)."""
+        if timer is self.start_timer:
+            self.start()
+            return
         self.emit(o.TimerFired, timer.job, timer=timer.id, action=timer.action)
         e = self.entry(timer.job)
         if e is not None and e.timer is timer:

@@ -81,6 +81,7 @@ class CronJobController(HostedController):
     KIND = "CronJob"
     API_VERSION = API_VERSION
     ACTION = ACTION
+    KIND_KEY = KIND_KEY
 
     def __init__(self, host: Any, lister: JobLister | None = None) -> None:
         super().__init__(host, lister)
@@ -107,6 +108,8 @@ class CronJobController(HostedController):
 
     def cronjob(self, rtype: str, cj: CronJob, zones: dict[str, Zone]) -> None:
         meta = cj.metadata
+        if self.keep(rtype, (meta.namespace, meta.name), 0, self.cronjob, cj, zones):
+            return  # held: statemachines.hosted
         key = owner_key(KIND_KEY, meta.namespace, meta.name)
         e = self.cronjobs.get(key)
         if rtype == "DELETED":
@@ -140,6 +143,8 @@ class CronJobController(HostedController):
         self.sync(e)
 
     def on_job(self, rtype: str, job: Job) -> None:
+        if self.held is not None:
+            return  # listed; synced when started
         if rtype == "DELETED":
             self.deleting.discard(job.metadata.uid)
         e = self._controlled_by(job)

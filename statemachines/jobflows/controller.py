@@ -109,6 +109,7 @@ class JobFlowController(HostedController):
     KIND = "JobFlow"
     API_VERSION = API_VERSION
     ACTION = ACTION
+    KIND_KEY = KIND_KEY
 
     def __init__(self, host: Any, lister: JobLister | None = None) -> None:
         super().__init__(host, lister)
@@ -126,6 +127,8 @@ class JobFlowController(HostedController):
 
     def jobflow(self, rtype: str, flow: JobFlow) -> None:
         meta = flow.metadata
+        if self.keep(rtype, ("JobFlow", f"{meta.namespace}/{meta.name}"), 1, self.jobflow, flow):
+            return  # held (statemachines.hosted): started after the JobTemplates, which its sync reads
         key = owner_key(KIND_KEY, meta.namespace, meta.name)
         e = self.flows.get(key)
         if rtype == "DELETED":
@@ -154,6 +157,8 @@ class JobFlowController(HostedController):
     def template(self, rtype: str, template: JobTemplate) -> None:
         meta = template.metadata
         key = f"{meta.namespace}/{meta.name}"
+        if self.keep(rtype, ("JobTemplate", key), 0, self.template, template):
+            return  # held: statemachines.hosted
         old = self.templates.get(key)
         if rtype == "DELETED":
             self.templates.pop(key, None)
@@ -166,6 +171,8 @@ class JobFlowController(HostedController):
         self.sync_template(key)  # addJobTemplate (Volcano's jobflow controller does not watch JobTemplates)
 
     def on_job(self, rtype: str, job: Job) -> None:
+        if self.held is not None:
+            return  # listed; synced when started
         meta = job.metadata
         if rtype == "DELETED":
             self.deleting.discard(meta.uid)

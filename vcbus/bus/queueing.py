@@ -47,6 +47,10 @@ aside by the role alone, with a poison event of component `queues` (with one
 partition the whole record would be set aside: the partition's decider has
 folded it already, and never waits for the role).
 
+A consumer of the layout before 4 December 2026 (the queue controller's
+kinds alone: no role ran the cronjob or jobflow controller) has those
+controllers started on the role's first start (`vcbus.bus.starting`).
+
 With one partition the decider runs these controllers itself, as it always
 did, and no queue role runs. `vcbus up` runs the queue role in the process
 that runs partition 0's decider.
@@ -55,9 +59,11 @@ that runs partition 0's decider.
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass
 
 from nats.aio.msg import Msg
+from nats.js.errors import NotFoundError
 
 from statemachines.engine import Engine
 from statemachines.model.records import decode
@@ -70,7 +76,12 @@ from vcbus.bus.connecting import Bus
 from vcbus.bus.decider import Decider
 from vcbus.bus.deciding import Deciding
 from vcbus.bus.publisher import Prepared
+from vcbus.bus.consumers import consumer_api
+from vcbus.bus.starting import KINDS as STARTED_KINDS
+from vcbus.bus.starting import older_layout, start_message, started, starts_message
 from vcbus.bus.verdicts import Verdicts, partition_of
+
+log = logging.getLogger("vcbus.decider")
 
 CONSUMER = "vcbus-queues"
 COMPONENT = "queues"  # the role's own poison events (a partition's decider skips only the `decider` ones)
@@ -162,6 +173,29 @@ class QueueDecider(Decider):
         if self.verdicts is not None:
             self.verdicts.count = count
         return QueueRole()
+
+    async def _consumer(self) -> tuple[int, str | None]:
+        await self._start_late()
+        return await super()._consumer()
+
+    async def _start_late(self) -> None:
+        """A consumer of the layout that ran no CronJob or JobFlow controller (`vcbus.bus.starting`): the
+        controllers' start TIMER records appended (once: not when the log has them), before the consumer
+        is brought to the filters of this layout."""
+        try:
+            have = await consumer_api(self.bus.nc, "INFO", CONSUMER)
+        except NotFoundError:
+            return
+        cfg = have.get("config") or {}
+        if not older_layout(list(cfg.get("filter_subjects") or [cfg.get("filter_subject") or ""])):
+            return
+        if set(await started(self.js)) >= set(STARTED_KINDS):
+            return  # appended by a start that stopped before the consumer was brought up to date
+        floor = int(((have.get("ack_floor") or {}).get("stream_seq")) or 0)
+        log.warning(starts_message(floor))
+        due = self.clock()
+        await self.outbox.store([start_message(kind, due) for kind in STARTED_KINDS],
+                                what="the CronJob and JobFlow controllers' start TIMER records")
 
     async def _rebuild(self, floor: int) -> None:
         assert self.verdicts is not None

@@ -30,6 +30,7 @@ from vcbus.bus import partitions as parts
 from vcbus.bus import poison as p
 from vcbus.bus import statesnap
 from vcbus.bus import subjects as s
+from vcbus.bus.starting import hold, started
 from vcbus.bus.deciding import Deciding
 from vcbus.bus.foldstate import FoldState
 from vcbus.bus.reading import read_stream, stream_seq
@@ -76,6 +77,7 @@ class Rebuilder:
         self.snapshot_every = snapshot_every  # records between snapshots (0: none)
         self.snapshots: statesnap.Store | None = None
         self.base: statesnap.Restored | None = None  # the newest snapshot: where a refold starts
+        self.starts: dict[str, str] = {}  # controllers the log starts late (vcbus.bus.starting): kind -> due
 
     # ------------------------------------------------------------------ rebuild
 
@@ -83,9 +85,13 @@ class Rebuilder:
         fold = self.fold
         fold.poisoned |= await p.poisoned_sequences(self.js)
         fold.retried |= await p.retried_sequences(self.js)
+        if fold.engine.cronjob_controller is not None or fold.engine.jobflow_controller is not None:
+            self.starts = await started(self.js)
         if self.snapshots is not None:  # the newest valid snapshot, else a refold from sequence 1
             self.base = await self.snapshots.restore(kind=type(fold.engine), hooks=self.hooks())
             self.counts.restored = self.base.seq if self.base is not None else 0
+        if self.base is None:  # the engine built fresh: its controllers held as the refold's are
+            hold(fold.engine, self.starts)
         upto = max(floor, self.counts.restored)  # a snapshot past the floor: its records' outputs are stored
         if upto <= 0:
             return
@@ -109,7 +115,11 @@ class Rebuilder:
         found: list[tuple[int, str, str, str]] = []
         while True:
             base = self.base if self.base is not None and self.base.seq <= upto else None
-            fold.engine = self.fresh() if base is None else self._snapshot_engine(base)
+            if base is None:
+                fold.engine = self.fresh()
+                hold(fold.engine, self.starts)  # a controller the log starts late (vcbus.bus.starting)
+            else:
+                fold.engine = self._snapshot_engine(base)
             fold.applied = 0 if base is None else base.seq
             failed = None
             batches = read_stream(
