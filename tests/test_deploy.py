@@ -692,14 +692,16 @@ def test_the_role_refuses_what_the_controller_never_does(k8s, deployed):
     _forbidden(core_sa.patch_namespace, ns, {"metadata": {"labels": {"x": "y"}}})
     _forbidden(core_sa.delete_namespace, ns)
     _forbidden(core_sa.create_namespace, {"metadata": {"name": f"{node}-x"}})
-    # PVs and StorageClasses are only listed and watched; PVCs created, listed and watched, not read one by one.
+    # StorageClasses are only listed and watched; PVCs created, listed, watched and read (a claim's uid before
+    # its PV's claimRef is written), never changed or deleted; PVs listed, watched, read and patched (the
+    # claimRef: VolumeBinding's PreBind), never created or deleted.
     core.create_namespaced_persistent_volume_claim(ns, {"metadata": {"name": "someone-elses"}, "spec": {
         "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}})
-    _forbidden(core_sa.read_namespaced_persistent_volume_claim, "someone-elses", ns)
     _forbidden(core_sa.patch_namespaced_persistent_volume_claim, "someone-elses", ns, {"metadata": {"labels": {"x": "y"}}})
     _forbidden(core_sa.delete_namespaced_persistent_volume_claim, "someone-elses", ns)
     _forbidden(core_sa.create_persistent_volume, {"metadata": {"name": f"{node}-x"}, "spec": {
         "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/tmp/x"}}})
+    _forbidden(core_sa.delete_persistent_volume, f"{node}-x")
     _forbidden(client.StorageV1Api(sa).create_storage_class, {"metadata": {"name": f"{node}-x"}, "provisioner": "x"})
     # ReplicationControllers are only listed and watched; Services (the svc plugin's) read, created and
     # deleted, never changed.

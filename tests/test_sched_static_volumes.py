@@ -9,12 +9,16 @@ the PV's claimRef before the bind). The shapes follow kube-scheduler's `binder_t
 
 from __future__ import annotations
 
+import json
+
 import pytest
+import yaml
 
 from statemachines import outputs as o
 from tests.sched_builders import Cluster, node, outs_of, pod, podgroup, queue
 from tests.test_sched_interpod import place
 from tests.test_sched_volumes import BIND_COMPLETED, storage_class
+from tests.test_schedule_cli import vcbus
 
 HOST = "kubernetes.io/hostname"
 NODES = [node("n1", labels={HOST: "n1"}), node("n2", labels={HOST: "n2"})]
@@ -235,3 +239,20 @@ def test_a_claim_the_pv_controller_bound_meanwhile_is_a_bound_claim():
     cluster.update(volume("pv", host="n2", phase="Bound", ref=ref("a", "uid-pvc-a")))
     [bind] = outs_of(cluster.session().outputs, o.BindPod)
     assert (bind.node, bind.volumes) == ("n2", [])
+
+
+def test_vcbus_schedule_and_why_pending_take_the_same_path(tmp_path):
+    """Offline, as the live scheduler: session 1 gives the one PV to pa's claim and refuses pb; between the
+    sessions the offline cluster writes the PV's claimRef as the actuator does, so session 2 does not give
+    it to pb either; why-pending names VolumeBinding's reason for pb."""
+    objects = [queue(), *NODES, local(), claim("a"), claim("b"), volume("pv", host="n2"),
+               podgroup("pa", 1, phase="Inqueue"), podgroup("pb", 1, phase="Inqueue"),
+               claiming("a", name="pa-w-0", group="pa"), claiming("b", name="pb-w-0", group="pb")]
+    path = tmp_path / "static.yaml"
+    path.write_text(yaml.safe_dump_all(objects))
+    res = vcbus("schedule", "--json", "--sessions", "2", str(path))
+    assert res.returncode == 0, res.stderr.decode()
+    assert [(b["name"], b["node"]) for b in json.loads(res.stdout)["binds"]] == [("pa-w-0", "n2")]
+    res = vcbus("why-pending", "default/pb", "--from", str(path))
+    assert res.returncode == 0, res.stderr.decode()
+    assert "2 node(s) didn't find available persistent volumes to bind" in res.stdout.decode()

@@ -5,7 +5,10 @@
 over it, as many times as asked. Between two sessions it plays the part of the API server
 (and of the queue controller) and shows the scheduler's decisions the way the cluster would:
 
-- `BindPod`: the pod gets `spec.nodeName` (its phase stays what it was: kubelet is not simulated);
+- `BindPod`: the pod gets `spec.nodeName` (its phase stays what it was: kubelet is not simulated),
+  after each of its `volumes`' PVs gets `spec.claimRef` to its claim, as the actuator writes it (a PV
+  another claim holds, or gone: the pod is not bound; the PV controller is not simulated either, so
+  the claim stays unbound, its PV bound to it);
 - `EvictPod`: the pod gets `metadata.deletionTimestamp` (it is Releasing, still on its node);
 - `UpdatePodCondition`: the pod's `PodScheduled` condition (and `status.nominatedNodeName`);
 - `UpdatePodGroupStatus`: the PodGroup's status is replaced;
@@ -93,7 +96,8 @@ class OfflineCluster:
         for out in outputs:
             ns = out.job.partition("/")[0]
             if isinstance(out, o.BindPod):
-                self._modify(("Pod", ns, out.name), lambda p, n=out.node: p.setdefault("spec", {}).update(nodeName=n))
+                if all(self._claim(ns, binding) for binding in out.volumes):
+                    self._modify(("Pod", ns, out.name), lambda p, n=out.node: p.setdefault("spec", {}).update(nodeName=n))
             elif isinstance(out, o.EvictPod):
                 self._modify(("Pod", ns, out.name), lambda p: p["metadata"].setdefault("deletionTimestamp", time))
             elif isinstance(out, o.UpdatePodCondition):
@@ -104,6 +108,20 @@ class OfflineCluster:
                 self._modify(("Queue", "", out.queue), lambda q, c=out: _queue_status(q, c))
             elif isinstance(out, o.CreateQueue):
                 self._create_queue(out, time)
+
+    def _claim(self, ns: str, binding: o.VolumeBinding) -> bool:
+        """The PV's claimRef written to the binding's claim unless it has one; whether the PV is the claim's."""
+        pv = self.snapshot.objects.get(("PersistentVolume", "", binding.volume))
+        if pv is None:
+            return False
+        held = (pv.get("spec") or {}).get("claimRef")
+        if held is not None:
+            return held.get("namespace") == ns and held.get("name") == binding.claim and (
+                held.get("uid", "") in ("", binding.claim_uid))
+        ref = {"kind": "PersistentVolumeClaim", "apiVersion": "v1", "namespace": ns, "name": binding.claim,
+               "uid": binding.claim_uid}
+        self._modify(("PersistentVolume", "", binding.volume), lambda v: v.setdefault("spec", {}).update(claimRef=ref))
+        return True
 
     def _modify(self, key: Key, change: Any) -> None:  # noqa: ANN401 - a callable on the object
         current = self.snapshot.objects.get(key)
