@@ -6,7 +6,8 @@ tests/test_api_failures.py), the ResourceQuota admission plugin (`pods "x" is fo
 quota: ...`) and the PodSecurity admission plugin (`pods "x" is forbidden: violates PodSecurity
 "restricted:latest": ...`). The last two refuse that one object, as a webhook's 422 does: the
 actuator appends a REFUSED record to VCBUS_K8S (the decider creates the pod again at the job's next
-sync, statemachines/intake/refusals.py), acks the command and goes on.
+sync, statemachines/intake/refusals.py), acks the command and goes on. Leader election, which cannot
+go on without its Lease, stops on such a 403 with the API server's words, not with a verb to grant.
 
 And the scheduler's `Scheduled` Event about a pod deleted since, or named under the pod's own key
 once its PodGroup is gone, is written, as Kubernetes' event recorder writes an Event against the
@@ -14,6 +15,8 @@ reference it holds (the API server takes an Event whose involvedObject is gone).
 """
 
 from __future__ import annotations
+
+import asyncio
 
 import msgspec
 import pytest
@@ -27,7 +30,8 @@ from vcbus.bus import subjects as s
 from vcbus.bus.connecting import open_bus
 from vcbus.k8s.actuating import DURABLE
 from vcbus.k8s.actuator import Actuator
-from vcbus.k8s.apierrors import admission_refusal, denied
+from vcbus.k8s.apierrors import admission_refusal, denied, refused_stop
+from vcbus.k8s.leader import LeaderElector
 
 pytestmark = [pytest.mark.k8s, pytest.mark.nats]
 
@@ -136,3 +140,23 @@ def test_a_scheduled_event_under_the_pods_own_key_is_written(k8s, k8s_namespace)
     assert Actuator(api).apply(event, index=0, msg_id="sched:5:1:0") == "applied"
     (written,) = [e for e in client.CoreV1Api(api).list_namespaced_event(ns).items if e.reason == "Scheduled"]
     assert written.involved_object.uid == client.CoreV1Api(api).read_namespaced_pod("j-t-0", ns).metadata.uid
+
+
+async def test_a_lease_refused_by_quota_stops_leader_election_saying_so(k8s, k8s_namespace):
+    """A quota on Leases: the Lease create is a 403 of admission, not RBAC's; leader election cannot go on
+    without it and stops with the API server's words (exit 4), not with a verb to grant."""
+    api, ns = k8s.api_client(), k8s_namespace
+    core = client.CoreV1Api(api)
+    resource = "count/leases.coordination.k8s.io"
+    core.create_namespaced_resource_quota(ns, {"metadata": {"name": "leases"}, "spec": {"hard": {resource: "0"}}})
+    quota = core.read_namespaced_resource_quota("leases", ns)
+    quota.status = client.V1ResourceQuotaStatus(hard={resource: "0"}, used={resource: "0"})
+    core.replace_namespaced_resource_quota_status("leases", ns, quota)
+    elector = LeaderElector(api, namespace=ns, name="vcbus-test", identity="a", lease_duration=2.0)
+    with pytest.raises(client.ApiException) as refused:
+        await asyncio.wait_for(elector.acquire(asyncio.Event()), 60)
+    assert admission_refusal(refused.value) and not denied(refused.value)
+    stop = refused_stop(refused.value, component="leader election", doing="the Lease")
+    assert stop.exit_code == 4
+    assert str(stop).startswith("leader election: the API server refused the Lease (403 Forbidden: ")
+    assert "exceeded quota" in str(stop) and "grant" not in str(stop)

@@ -164,13 +164,15 @@ class Operations:
             )
 
     async def _acquire(self, stop: asyncio.Event) -> bool:
-        from vcbus.k8s.apierrors import denied, permission_denied
+        from vcbus.k8s.apierrors import admission_refusal, denied, permission_denied, refused_stop
 
         try:
             return await self.elector.acquire(stop)
         except Exception as err:
             if denied(err):
                 raise permission_denied(err, component="leader election", doing="taking the Lease") from None
+            if admission_refusal(err):  # a quota or policy on Leases: no leader without it
+                raise refused_stop(err, component="leader election", doing="the Lease") from None
             raise
 
     async def _keep(self, stop: asyncio.Event) -> None:

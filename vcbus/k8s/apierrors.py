@@ -136,6 +136,14 @@ def permission_denied(err: BaseException, *, component: str, doing: str = "", me
     )
 
 
+def refused_stop(err: BaseException, *, component: str, doing: str) -> UserError:
+    """The one-line stop message of an answer refused for good where the component cannot go on without
+    it (the leader Lease): what was refused, the API server's words, exit code 4."""
+    reason = status_reason(err)
+    return UserError(f"{component}: the API server refused {doing} ({status_of(err)}{' ' + reason if reason else ''}: "
+                     f"{_message(err)})", exit_code=exitcodes.CLUSTER)
+
+
 def unreachable_retry(component: str, *, initial: float = retries.API.initial, maximum: float = retries.API.maximum,
                       attempts: int | None = None, logger: logging.Logger | None = None) -> dict[str, Any]:
     """tenacity arguments: retry transient errors with `vcbus.retries`' jittered exponential waits, logging each.
