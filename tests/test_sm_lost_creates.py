@@ -123,6 +123,19 @@ def test_a_refused_create_is_recorded_and_requeued() -> None:
     assert again.fired() == ["SyncJob"] and again.created() == [LOST]
 
 
+def test_two_pods_refused_by_one_sync_are_one_failure() -> None:
+    """Volcano's failed sync records one FailedCreate Event (listing its pods) and is requeued once."""
+    h = three_created()
+    h.add_pod("t", 0)
+    outs = refuse(h, "j-t-1")
+    outs += refuse(h, LOST)
+    assert [e.reason for e in outs.of(o.RecordEvent)] == ["FailedCreate"]
+    assert len(outs.of(o.SyncFailed)) == 2 and len(outs.timers()) == 1
+    assert h.entry.find_pod("t", "j-t-1") is None and h.entry.find_pod("t", LOST) is None
+    again = h.set_pod("j-t-0", phase="Running")
+    assert sorted(again.created()) == ["j-t-1", LOST]
+
+
 def test_the_next_record_creates_a_refused_pod_before_its_requeue() -> None:
     """Any sync of the job creates the refused pod again (Volcano's syncJob creates what its cache lacks)."""
     h = landed_two()

@@ -14,8 +14,9 @@ statemachines.hosted.backoff; fired in statemachines/worker.py). That sync, or a
 job's next record), creates the pod again. The pods of one decision refused together are one failed
 sync. A requeue already pending is the one chain the refusals extend (Volcano's first failed request
 is requeued 15 times before any later one); a create that lands resets the count
-(statemachines/intake/pods.py). Refusals of other commands are counted as ignored: the actuator
-records those as its `CommandRefused` Event.
+(statemachines/intake/pods.py). One `FailedCreate` Event per failed sync, naming its first refused
+pod (Volcano's lists them all); a `SyncFailed` for each. Refusals of other commands are counted as
+ignored: the actuator records those as its `CommandRefused` Event.
 """
 
 from __future__ import annotations
@@ -52,13 +53,15 @@ def on_refusal(engine: Any, refusal: RefusalSpec) -> None:
         step_task(engine, entry, refusal.task, PODS_CHANGED, refusal.name)
     answer = f"{refusal.code} {refusal.reason}: {refusal.message}" if refusal.reason else f"{refusal.code} {refusal.message}"
     error = f"failed to create pod {refusal.name}, err: {answer.strip()}"
-    engine.emit(o.RecordEvent, entry, event_type="Warning", reason=FAILED_CREATE,
-                message=f"Error creating pods: [{error}]"[:1024])
+    same_sync = bool(refusal.seq) and refusal.seq == entry.refused_seq
+    entry.refused_seq = refusal.seq
+    if not same_sync:  # one Event per failed sync, as Volcano's (which lists every pod it could not create)
+        engine.emit(o.RecordEvent, entry, event_type="Warning", reason=FAILED_CREATE,
+                    message=f"Error creating pods: [{error}]"[:1024])
     timer = entry.requeue
-    if (refusal.seq and refusal.seq == entry.refused_seq) or (timer is not None and not timer.cancelled):
+    if same_sync or (timer is not None and not timer.cancelled):
         engine.emit(o.SyncFailed, entry, message=error)
         return  # another pod of the same sync (one failure), or the chain's requeue is pending: it tries again
-    entry.refused_seq = refusal.seq
     if entry.requeues >= MAX_REQUEUE:
         entry.requeues = 0
         sync_failed(engine, entry, Action.SYNC_JOB.value, error)  # SyncFailed, ExecuteAction, TerminateJob
