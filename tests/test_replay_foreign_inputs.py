@@ -101,3 +101,43 @@ def test_demo_refuses_them(inputs):
     refused(vcbus("demo", str(inputs["deployments"])), "none of a kind vcbus reads")
     gz = inputs["gzip"]
     refused(vcbus("demo", str(gz)), f"`gunzip -c {gz} > watch.log`, then `vcbus demo watch.log`")
+
+
+def batch_job_log(tmp_path: pathlib.Path) -> pathlib.Path:
+    """A batch/v1 Job, its pod for Volcano's scheduler and the PodGroup Volcano's podgroup controller made for it:
+    kinds vcbus reads (the podgroup controller's part), with no vcjob among them."""
+    owner = {"apiVersion": "batch/v1", "kind": "Job", "name": "pi", "uid": "bj-1", "controller": True}
+    meta = lambda name, uid, rv: {"name": name, "namespace": "default", "uid": uid, "resourceVersion": rv,  # noqa: E731
+                                  "creationTimestamp": "2026-11-30T08:00:00Z"}
+    recs = [
+        {"type": "ADDED", "object": {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta("pi", "bj-1", "10"),
+                                     "spec": {"template": {"spec": {"schedulerName": "volcano", "containers": [
+                                         {"name": "pi", "image": "perl"}]}}}, "status": {"active": 1}}},
+        {"type": "ADDED", "object": {"apiVersion": "v1", "kind": "Pod",
+                                     "metadata": {**meta("pi-x7k2p", "p-1", "11"), "ownerReferences": [owner]},
+                                     "spec": {"schedulerName": "volcano", "containers": [{"name": "pi", "image": "perl"}]},
+                                     "status": {"phase": "Pending"}}},
+        {"type": "ADDED", "object": {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                                     "metadata": {**meta("podgroup-bj-1", "g-1", "12"), "ownerReferences": [owner]},
+                                     "spec": {"minMember": 1, "queue": "default"}, "status": {"phase": "Pending"}}},
+    ]
+    log = tmp_path / "batch-jobs.log"
+    log.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    return log
+
+
+def test_a_log_of_batch_jobs_is_read_without_asking_for_vcjobs(tmp_path):
+    """batch/v1 Jobs are bridged (Volcano's podgroup controller gives their pods a PodGroup): their log is no
+    foreign log, and their pods and PodGroups are no vcjob's whose records are missing."""
+    log = batch_job_log(tmp_path)
+    res = vcbus("replay", str(log))
+    err = res.stderr.decode()
+    assert res.returncode == 0 and res.stdout.decode().startswith("3 records read"), err
+    assert "no vcjob records" not in err and "none of a kind" not in err, err
+    # the same pod owned by a vcjob that the log lacks still gets the warning
+    vc = tmp_path / "vcjob-pods.log"
+    vc.write_text(log.read_text().replace('"apiVersion": "batch/v1", "kind": "Job", "name"',
+                                          '"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name"'))
+    assert vc.read_text() != log.read_text()
+    res = vcbus("replay", str(vc))
+    assert res.returncode == 0 and "the log has no vcjob records" in res.stderr.decode(), res.stderr.decode()

@@ -115,6 +115,22 @@ def test_until_refuses_a_time_that_does_not_parse():
     assert vcbus("replay", str(SEED), "--until", "2026-11-30T09:05:00+01:00").returncode == 0
 
 
+def test_until_zero_is_refused_and_a_time_before_the_log_says_so():
+    """Records are numbered from 1: `--until 0` would replay nothing, and is a mistake for 1 or for a time. A time
+    before the log's first record replays nothing too, rightly (the state then): said on stderr, not silent."""
+    res = vcbus("replay", str(SEED), "--until", "0")
+    err = res.stderr.decode()
+    assert res.returncode == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith("error: --until 0: records are numbered from 1") and "--until 1" in err, err
+    first = records(SEED)[0]["object"]["metadata"]["creationTimestamp"]
+    res = vcbus("replay", "--json", str(SEED), "--until", "2026-11-30T07:00:00Z")
+    assert res.returncode == 0 and json.loads(res.stdout)["jobs"] == []
+    warning = res.stderr.decode()
+    assert warning.startswith("warning: --until 2026-11-30T07:00:00Z is before the log's first record") and \
+        f"record 1, at {first}" in warning and "nothing is replayed" in warning, warning
+    assert vcbus("replay", str(SEED), "--until", "1").stderr == b""  # one record replayed: nothing to say
+
+
 def mid_job(cut: int) -> list[dict]:
     """What `vcbus record` started after the seed log's record `cut` writes: the objects then, ADDED in
     resourceVersion order between the two marks of the initial list, then the rest of the log."""

@@ -46,7 +46,7 @@ from projections.replay import InputCounts, build_report
 from projections.status import StatusView
 from statemachines import outputs as o
 from statemachines.engine import Engine
-from statemachines.model.objects import Command, Job, Pod, PodGroup
+from statemachines.model.objects import Command, Job, Pod, PodGroup, controller_job_ref, is_vcjob_ref
 from statemachines.model.record_time import object_time
 from statemachines.model.cronjob import CronJobRecord
 from statemachines.model.jobflow import FlowRecord
@@ -72,6 +72,9 @@ class Until:
             return
         if text.isdigit():
             self.seq = int(text)
+            if not self.seq:
+                raise UserError(f"--until {text}: records are numbered from 1; --until 1 stops after the first "
+                                "record (--until 0 would replay nothing)")
             return
         try:
             if not _RFC3339.match(text):
@@ -92,6 +95,7 @@ class ReplayResult:
         self.counts = counts
         self.problems: list[str] = []
         self.kinds: dict[type, bool] = {}  # the object classes the log has records of
+        self.vcjob_parts = False  # a pod, PodGroup or Command of a vcjob is among them (`VCJOB_PARTS`)
         self.ignored_kinds: dict[str, int] = {}  # records the engine ignores, by kind (Ignored.kind)
         self.interrupted = False
         self.merged = False
@@ -121,9 +125,9 @@ class ReplayResult:
         """What a job needs that the log has no record of at all, and what that distorts."""
         have = self.kinds.get
         out: list[str] = []
-        if not have(Job) and (have(Pod) or have(PodGroup) or have(Command)):
+        if not have(Job) and self.vcjob_parts:  # a batch/v1 Job's pods and PodGroup are no vcjob's
             out.append(
-                "the log has no vcjob records (batch.volcano.sh Job) but has pods, podgroups or commands: "
+                "the log has no vcjob records (batch.volcano.sh Job) but has pods, podgroups or commands of vcjobs: "
                 "nothing can be decided without the jobs; record vcjobs too (`vcbus record` does)"
             )
         if not have(Job):
@@ -141,6 +145,13 @@ class ReplayResult:
                 "TaskCompleted, restarts or completion); record pods too"
             )
         return out
+
+
+VCJOB_PARTS: dict[type, Callable[[object], bool]] = {  # whether a record of these kinds is a vcjob's
+    Pod: lambda pod: controller_job_ref(pod.metadata) is not None,  # type: ignore[attr-defined]
+    PodGroup: lambda pg: any(is_vcjob_ref(ref) for ref in pg.metadata.owner_references or ()),  # type: ignore
+    Command: lambda cmd: cmd.target is not None and cmd.target.kind == "Job",  # type: ignore[attr-defined]
+}
 
 
 def _decided(report: dict, command: str) -> bool:
@@ -489,6 +500,9 @@ class _Fold:
                 if not self.admit(seq, data, decoded):
                     continue
                 if stop_time is not None and _later(decoded, stop_time):
+                    if not self.events:
+                        replay.warn(f"--until {stop_time} is before the log's first record (record {seq}, at "
+                                    f"{_time_of(decoded)}): nothing is replayed, the state before the log starts")
                     break
                 outs = self.decide(seq, data, decoded)
                 if outs is None:
@@ -526,7 +540,10 @@ class _Fold:
         if cls is Observed:
             obj = decoded.object  # type: ignore[attr-defined]
             kind = obj.__class__
-            self.result.kinds[kind] = True
+            result = self.result
+            result.kinds[kind] = True
+            if not result.vcjob_parts and kind in VCJOB_PARTS:  # until the first: one check a record
+                result.vcjob_parts = VCJOB_PARTS[kind](obj)
             meta = obj.metadata
             rv = meta.resource_version
             if rv and meta.uid and self.repeats.seen(meta.uid, rv, decoded.type):  # type: ignore[attr-defined]
@@ -597,8 +614,12 @@ class _Fold:
 
 def _later(decoded: object, stop_time: str) -> bool:
     """Whether the record is past `--until`'s time (an Ignored one never is)."""
-    cls = decoded.__class__
-    if cls is Ignored:
+    if decoded.__class__ is Ignored:
         return False
-    when = decoded.time or (object_time(decoded.object) if cls is Observed else None)  # type: ignore[attr-defined]
+    when = _time_of(decoded)
     return bool(when) and normalize(when) > stop_time
+
+
+def _time_of(decoded: object) -> str | None:
+    """A record's time: its own `time`, else its object's (`object_time`)."""
+    return decoded.time or (object_time(decoded.object) if decoded.__class__ is Observed else None)  # type: ignore
