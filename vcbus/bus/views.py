@@ -128,6 +128,7 @@ class Views:
         self.statuses.statuses.pop(job, None)
         self.statuses.deleted.discard(job)
         self.statuses.tasks.pop(job, None)
+        self.statuses.pods.pop(job, None)
         self.statuses.poisoned.pop(job, None)
         self.timers.pop(job, None)
 
