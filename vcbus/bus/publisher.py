@@ -28,7 +28,9 @@ ends at a bookmark, an ERROR is a gap), go to `vcbus.k8s.bookmark._.<resourceVer
 `vcbus.k8s.error._._`, so the stream holds what the file holds, record for record (a replay of either
 numbers its rows alike). Records of other kinds are not published.
 A `TIMER` record (a delayed action firing, appended by the decider) goes to
-`vcbus.k8s.timer.<namespace>.<name>` with msg id `timer:<id>`.
+`vcbus.k8s.timer.<namespace>.<name>` with msg id `timer:<id>`. A `REFUSED` record (a command the
+API server refused for good, appended by the actuator) goes to `vcbus.k8s.refusal.<namespace>.<name>`
+with msg id `refused:<the command's msg id>` (a redelivered command refused again is stored once).
 
 `Publisher` keeps up to `window` publishes in flight and checks every
 acknowledgement; `publish_log` validates a whole file before publishing any of
@@ -52,7 +54,7 @@ from statemachines.cache import pod_identity
 from statemachines.model.objects import Command, Job, Pod, PodGroup, is_vcjob_ref
 from statemachines.model.cronjob import CronJobRecord
 from statemachines.model.jobflow import FlowRecord
-from statemachines.model.records import WATCH_TYPES, Decoded, Ignored, Observed, TimerRecord
+from statemachines.model.records import REFUSED, WATCH_TYPES, Decoded, Ignored, Observed, RefusalRecord, TimerRecord
 from statemachines.timers.rules import Timer
 from vcbus.bus import subjects as s
 from vcbus.bus.cloudevents import MSG_ID
@@ -118,6 +120,10 @@ def prepare(data: bytes, decoded: Decoded) -> Prepared | None:
     if isinstance(decoded, TimerRecord):
         t = decoded.timer
         return Prepared(s.timer_subject(t.job), compact_body(data), _timer_headers(t.job, t.id))
+    if isinstance(decoded, RefusalRecord):
+        body = compact_body(data)
+        return Prepared(s.refusal_subject(decoded.refusal.job), body,
+                        _refusal_headers(decoded.refusal.job, "sha256:" + hashlib.sha256(body).hexdigest()))
     if isinstance(decoded, Ignored):
         if decoded.kind in LOG_MARKS:
             return _log_mark(data, decoded.kind)
@@ -220,6 +226,22 @@ def timer_message(timer: Timer) -> Prepared:
     """The TIMER record that fires `timer`: its time is the due time, so replay is exact."""
     body = _encode({"type": "TIMER", "time": timer.due, "timer": {"job": timer.job, "id": timer.id, "due": timer.due}})
     return Prepared(s.timer_subject(timer.job), body, _timer_headers(timer.job, timer.id))
+
+
+def _refusal_headers(job: str, msg_id: str) -> dict[str, str]:
+    ns, name = s.split_job(job)
+    hv = s.header_value
+    return {MSG_ID: hv(msg_id), "Vcbus-Kind": "Refusal", "Vcbus-Namespace": hv(ns), "Vcbus-Name": hv(name),
+            "Vcbus-Type": REFUSED, "Vcbus-Job": hv(job)}
+
+
+def refusal_message(refusal: dict[str, Any], time: str, command_id: str) -> Prepared:
+    """The REFUSED record of a command the API server refused (`refusal`: the fields of
+    `statemachines.model.records.RefusalSpec`, camelCase), observed at `time`; msg id
+    `refused:<command_id>`, the command's own msg id."""
+    job = refusal["job"]
+    body = _encode({"type": REFUSED, "time": time, "refusal": refusal})
+    return Prepared(s.refusal_subject(job), body, _refusal_headers(job, f"refused:{command_id}"))
 
 
 class Publisher:
