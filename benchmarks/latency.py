@@ -199,8 +199,8 @@ class Audit(logging.Handler):
         self.took: dict[str, float] = {}  # msg id -> ms the command's apply took (its API calls)
 
     def emit(self, record: logging.LogRecord) -> None:
-        if record.msg.startswith("actuator: %s %s for %s: %s in") and len(record.args) == 5:
-            msg_id, kind, _job, result, ms = record.args
+        if record.msg.startswith("actuator: %s %s for %s: %s in") and len(record.args) == 6:
+            msg_id, kind, _job, result, ms, _waited = record.args
             print(json.dumps([record.created, msg_id, kind, result, float(ms)]), flush=True)  # to the parent
 
     def feed(self, line: str) -> None:

@@ -112,7 +112,7 @@ class Item:
     """One command in the actuator's hands: where it stands, and what to ack when it is done."""
 
     __slots__ = ("cmd", "msg_id", "index", "lane", "pod", "trails", "state", "msgs", "stream_seq", "result", "done",
-                 "kept")
+                 "kept", "admitted")
 
     def __init__(self, cmd: Any, msg_id: str, index: int, stream_seq: int = 0) -> None:
         self.cmd = cmd
@@ -127,6 +127,7 @@ class Item:
         self.result: str | None = None
         self.done: Any = None  # a future the service sets when it is over (for whoever waits on it)
         self.kept = 0.0  # when its stored copies were last received or kept alive (the service's clock)
+        self.admitted = 0.0  # when it entered its lane (time.perf_counter(); the audit's wait)
 
     def __repr__(self) -> str:
         return f"Item({type(self.cmd).__name__} {self.cmd.job} {self.pod or ''} {self.msg_id} {self.state})"
