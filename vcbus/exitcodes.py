@@ -46,7 +46,8 @@ TABLE: tuple[tuple[int, str, str], ...] = (
     (
         CLUSTER,
         "the cluster is unavailable or refused",
-        "the API server is unreachable, answers 401/403 (the message names the verb and resource), "
+        "the API server is unreachable, answers 401 or RBAC's 403 (the message names the verb and resource; a 403 "
+        "of admission, a quota or PodSecurity refusing one object, is recorded and `vcbus up` goes on), "
         "does not serve a kind (CRDs not installed), or rejects the object (`job run`)",
     ),
     (
