@@ -16,7 +16,12 @@ the event time the state machines use) and is published with its dedup id
 A pod's owners (ReplicaSets, StatefulSets, DaemonSets: the kinds whose annotations Volcano's
 podgroup controller reads, statemachines/podgroups/) are published when their pod template is
 for one of `scheduler_names` (`owner_wanted`), and pods are held back until the owners' first
-lists are in the stream, so that a pod listed at start-up comes after its owner. The scheduler
+lists are in the stream, so that a pod listed at start-up comes after its owner. After, the watches
+of pods and of owners are apart, and a ReplicaSet's first pods can come before the ReplicaSet (the
+podgroup controller would build their PodGroup without its annotations: a gang of one): a pod for
+our scheduler with no `scheduling.k8s.io/group-name` annotation, whose controlling owner is of a
+kind bridged here, is published once its owner's watch has brought that owner, waiting at most
+`OWNER_WAIT` seconds (an owner deleted meanwhile never comes; Volcano's Get would fail too). The scheduler
 reads the ReplicaSets' and StatefulSets' selectors too, and the ReplicationControllers' (published
 under the same rule) and every Service's: the system-default topology spreading of the pods they
 select (statemachines/scheduler/workloads.py).
@@ -111,6 +116,12 @@ BRIDGE_BUCKET = "vcbus_bridge"
 # pods after their owners' (a pod's PodGroup is built with its owner's annotations)
 HELD_UNTIL_LISTED = {"vcjobs": None, "pods": OWNERS}
 HOLD_WARNING = 30.0  # seconds: say what the held resources wait for, every this often
+# a pod's controlling owner (apiVersion group, kind) -> the bridged resource of that owner; a pod waits
+# for its owner at most OWNER_WAIT seconds (`Bridge._owner_first`)
+OWNER_RESOURCES = {("apps", "ReplicaSet"): "replicasets", ("apps", "StatefulSet"): "statefulsets",
+                   ("apps", "DaemonSet"): "daemonsets", ("batch", "Job"): "batchjobs"}
+OWNER_WAIT = 10.0
+GROUP_NAME = "scheduling.k8s.io/group-name"
 SAVE_EVERY = 1.0  # seconds: the position is saved at most this often while events keep coming
 SCHEDULER_NAMES = ("volcano",)
 JOB_NAME_LABEL = "volcano.sh/job-name"
@@ -217,6 +228,9 @@ class Bridge:
         self.listed: dict[str, asyncio.Event] = {r: asyncio.Event() for r in resources}
         # per resource, the times its loop went to sleep until its watcher had something (tests)
         self.waits: dict[str, int] = dict.fromkeys(resources, 0)
+        self.owners_seen: set[str] = set()  # uids of the pods' owners the owners' loops have forwarded
+        self.owner_seen = asyncio.Event()  # set when one more is
+        self.owner_waits = 0  # pods that waited for their owner (tests)
 
     async def _kv(self):
         try:
@@ -287,6 +301,8 @@ class Bridge:
             watcher = ResourceWatcher(self.api, resource, namespace=self.namespace, **self._selectors(resource))
         wanted = pod_wanted if resource == "pods" else owner_wanted if resource in OWNED_BY_TEMPLATE else None
         self.watchers[resource] = watcher
+        if resource in OWNERS:
+            self.owners_seen.update(watcher.known)  # resumed from a stored position: brought before
         loop = asyncio.get_running_loop()
         wake = asyncio.Event()  # set by the watcher's thread for each item it queues, and by `stop`
 
@@ -332,8 +348,17 @@ class Bridge:
                         continue
                     except asyncio.TimeoutError:
                         pass
+                if resource == "pods" and event is not None:
+                    await self._owner_first(event, stop)
                 pending, saved, saved_at = await self._forward(
                     kv, key, watcher, resource, event, wanted, publisher, pending, saved, saved_at)
+                if resource in OWNERS and event is not None:
+                    uid = (event["object"].get("metadata") or {}).get("uid")
+                    if event["type"] == "DELETED":
+                        self.owners_seen.discard(uid)
+                    else:
+                        self.owners_seen.add(uid)
+                        self.owner_seen.set()
         finally:
             relay.cancel()
             watcher.on_item = None
@@ -365,6 +390,33 @@ class Bridge:
         if not pending:
             self._listed(resource, watcher)
         return pending, saved, saved_at
+
+    async def _owner_first(self, event: dict, stop: asyncio.Event) -> None:
+        """A pod the podgroup controller will give a PodGroup waits for its controlling owner's record
+        (the module docstring), at most `OWNER_WAIT` seconds."""
+        pod = event["object"]
+        meta = pod.get("metadata") or {}
+        if (event["type"] != "ADDED" or (pod.get("spec") or {}).get("schedulerName") not in SCHEDULER_NAMES
+                or GROUP_NAME in (meta.get("annotations") or {})):
+            return
+        ref = next((r for r in meta.get("ownerReferences") or () if r.get("controller")), None)
+        if ref is None or ref.get("uid") in self.owners_seen:
+            return
+        owners = OWNER_RESOURCES.get((str(ref.get("apiVersion", "")).partition("/")[0], ref.get("kind")))
+        if owners is None or owners not in self.watchers:
+            return
+        self.owner_waits += 1
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + OWNER_WAIT
+        while ref.get("uid") not in self.owners_seen and not stop.is_set():
+            left = deadline - loop.time()
+            if left <= 0:
+                log.info("bridge: pod %s/%s published without its %s %s, not seen in %.0fs", meta.get("namespace"),
+                         meta.get("name"), ref.get("kind"), ref.get("name"), OWNER_WAIT)
+                return
+            self.owner_seen.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.owner_seen.wait(), left)
 
     def _is_installed(self, resource: str) -> bool:
         """Whether the API server serves `resource` (False only for a 404: its CRD is not installed)."""
