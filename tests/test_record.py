@@ -21,6 +21,7 @@ import sys
 import time
 
 import pytest
+import yaml
 
 from tests.k8s_env import asset_dir
 from tests.record_scenario import JOB, drive
@@ -60,6 +61,17 @@ def wait_until(condition, what: str, deadline: float = DEADLINE):
             return value
         assert time.monotonic() < end, f"timed out waiting for {what}"
         time.sleep(0.05)
+
+
+OBJECT_KINDS = {"vcjobs": "Job", "pods": "Pod", "podgroups": "PodGroup", "queues": "Queue", "commands": "Command"}
+
+
+def yaml_events(path: pathlib.Path) -> list[dict]:
+    """The whole events of a kubectl `-o yaml` watch written so far (`type:` is a document's last key)."""
+    try:
+        return [doc for doc in yaml.safe_load_all(path.read_text()) if isinstance(doc, dict) and "type" in doc]
+    except (yaml.YAMLError, FileNotFoundError):  # half-written
+        return []
 
 
 def parsed(path: pathlib.Path) -> list[dict]:
@@ -159,17 +171,13 @@ def run(k8s, kubectl, tmp_path_factory):
     # each log has what it must end with
     wait_until(lambda: deleted(d / "merged.log", "Queue", created["queue"]), "the merged recording's end")
     wait_until(lambda: deleted(d / "all.log", "Node", created["node"]), "the recording's end")
-    for kind, (last_kind, last_name) in {
-        "vcjobs": ("Job", JOB), "pods": ("Pod", created["pods"][1]), "queues": ("Queue", created["queue"]),
-        "commands": ("Command", f"{JOB}-abort"), "podgroups": ("PodGroup", None),
-    }.items():
-        wait_until(lambda: any(r.get("type") == "DELETED" and r["object"]["kind"] == last_kind
-                               and (last_name is None or r["object"]["metadata"]["name"] == last_name)
-                               for r in parsed(d / f"{kind}.json")), f"kubectl's {kind} watch end")
-        yaml_log = (d / f"{kind}.yaml")
-        wait_until(lambda: "type: DELETED" in yaml_log.read_text() and (
-            last_name is None or f"name: {last_name}" in yaml_log.read_text().rsplit("---", 1)[-1]),
-            f"kubectl's {kind} yaml watch end")
+    # each kubectl watch has every record of its kind the merged recording has (its last one seen is not
+    # enough: two pods' deletions, say, can reach a watch in either order)
+    recorded = [r for r in parsed(d / "merged.log") if r["type"] != "BOOKMARK"]
+    for kind, object_kind in OBJECT_KINDS.items():
+        want = sum(r["object"]["kind"] == object_kind for r in recorded)
+        wait_until(lambda: len(parsed(d / f"{kind}.json")) >= want, f"kubectl's {kind} watch: {want} records")
+        wait_until(lambda: len(yaml_events(d / f"{kind}.yaml")) >= want, f"kubectl's {kind} yaml watch: {want} records")
     wait_until(lambda: len(parsed(d / "vcjobs-plain.json")) >= 4, "kubectl's plain vcjob watch")
     for w in watches.values():
         w.stop()
