@@ -475,3 +475,21 @@ def test_record_job_keeps_the_vcjobs_podgroup_not_a_batch_jobs_of_that_name():
     scope, kind = Scope(job="ns1/x"), resource_kind("podgroups")
     assert scope.keeps(kind, podgroup("x-uid", "batch.volcano.sh/v1alpha1"))
     assert not scope.keeps(kind, podgroup("podgroup-bj-uid", "batch/v1"))
+
+
+@pytest.mark.nats
+def test_real_kubectl_yaml_watches_published_replay_from_the_bus_as_from_their_file(run, bus_settings):
+    """kubectl's own `-o yaml` watches, one per kind, concatenated: `vcbus publish` reads them as `vcbus replay`
+    does (it refused them as invalid JSON), merges them with replay's warning, and the bus replays to the file's
+    report, which is the recording's."""
+    d = run["dir"]
+    log = d / "concatenated-for-the-bus.yaml"
+    log.write_text("---\n".join((d / f"{kind}.yaml").read_text() for kind in KINDS))
+    res = vcbus("publish", str(log), "--nats", bus_settings.nats_url)
+    assert res.returncode == 0, res.stderr.decode()
+    assert "publishing the records merged by resourceVersion" in res.stderr.decode()
+    by_bus = vcbus("replay", "--json", "--nats", bus_settings.nats_url)
+    assert by_bus.returncode == 0, by_bus.stderr.decode()
+    report, _ = replay(log)
+    assert json.loads(by_bus.stdout) == report
+    assert [j["status"] for j in report["jobs"]] == [j["status"] for j in replay(d / "merged.log")[0]["jobs"]]
