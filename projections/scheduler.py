@@ -2,7 +2,7 @@
 
 `SchedulerCache` folds watch records of Nodes, Queues, PodGroups, Pods, PriorityClasses,
 Namespaces (their labels, for InterPodAffinity's namespaceSelector), PVCs, PVs and StorageClasses
-(the volume checks), and Services, ReplicationControllers, ReplicaSets and StatefulSets (their
+(the volume checks), CSINodes and VolumeAttachments (NodeVolumeLimits), and Services, ReplicationControllers, ReplicaSets and StatefulSets (their
 selectors: system-default topology spreading) into immutable facts (`statemachines.scheduler.model`); `snapshot()` hands a session a
 consistent cut (shallow copies), so folding can go on while a session runs.
 
@@ -51,6 +51,7 @@ from statemachines.scheduler.model import (
 )
 from statemachines.scheduler.snapshot import Snapshot
 from statemachines.scheduler.tasks import TaskFact
+from statemachines.scheduler.volumelimits import limits
 from statemachines.scheduler.volumes import ClaimFact, VolumeFact
 from statemachines.scheduler.workloads import workload_fact, workload_key
 
@@ -98,6 +99,8 @@ class SchedulerCache:
         self.volumes: dict[str, VolumeFact] = {}
         self.storage_classes: dict[str, tuple[str | None, str]] = {}  # name -> (volumeBindingMode, provisioner)
         self._claimed: dict[str, tuple[tuple[str, str, str], str]] = {}  # PV -> (claimRef, pod key) assumed
+        self.csinodes: dict[str, dict[str, int]] = {}  # CSINodes: node -> volume limit per driver (NodeVolumeLimits)
+        self.attachments: dict[str, tuple[str, str, str]] = {}  # VolumeAttachments: name -> (node, PV, attacher)
         self.workloads: dict[str, tuple[str, str, object]] = {}  # Services, RCs, RSs, StatefulSets: their selectors
         self.revision = 0  # changes to the namespaces, volume facts and workloads (`_put`)
         self._observed: dict[str, TaskFact] = {}  # pods as their last record shows them
@@ -144,6 +147,12 @@ class SchedulerCache:
                         self.classes[obj.metadata.name] = (obj.value, obj.global_default)
                 elif isinstance(obj, (so.PersistentVolumeClaim, so.PersistentVolume, so.StorageClass)):
                     self._volume(obj, deleted)
+                elif isinstance(obj, so.CSINode):
+                    self._put(self.csinodes, obj.metadata.name, None if deleted else limits(obj))
+                elif isinstance(obj, so.VolumeAttachment):
+                    spec = obj.spec
+                    fact = (spec.node_name, spec.source.persistent_volume_name or "", spec.attacher)
+                    self._put(self.attachments, obj.metadata.name, None if deleted else fact)
                 elif isinstance(obj, so.WORKLOAD_KINDS):
                     self._put(self.workloads, workload_key(obj), None if deleted else workload_fact(obj))
                 elif isinstance(obj, so.Namespace):
@@ -341,6 +350,8 @@ class SchedulerCache:
             volumes=self._volumes(),
             storage_classes={name: mode for name, (mode, _) in self.storage_classes.items()},
             provisioners={name: provisioner for name, (_, provisioner) in self.storage_classes.items()},
+            csinodes=dict(self.csinodes),
+            attachments=dict(self.attachments),
             workloads=dict(self.workloads),
             emitted=dict(self.emitted),
             bound=dict(self.bound),
@@ -368,5 +379,7 @@ class SchedulerCache:
             "claims": {k: _dump(self.claims[k]) for k in sorted(self.claims)},
             "volumes": {k: _dump(v) for k, v in sorted(self._volumes().items())},
             "storageClasses": {k: self.storage_classes[k][0] for k in sorted(self.storage_classes)},
+            "csinodes": {k: dict(sorted(self.csinodes[k].items())) for k in sorted(self.csinodes)},
+            "volumeAttachments": {k: list(self.attachments[k]) for k in sorted(self.attachments)},
             "workloads": {k: list(self.workloads[k]) for k in sorted(self.workloads)},
         }

@@ -712,7 +712,7 @@ def cluster_scoped(k8s):
     tag = uuid.uuid4().hex[:8]
     yield tag
     api = k8s.api_client()
-    for resource in ("nodes", "priorityclasses", "storageclasses", "persistentvolumes"):
+    for resource in ("nodes", "priorityclasses", "storageclasses", "persistentvolumes", "csinodes", "volumeattachments"):
         for obj in api_request(api, "GET", resource_kind(resource).path())["items"]:
             if tag in obj["metadata"]["name"]:
                 api_request(api, "DELETE", resource_kind(resource).path(None, obj["metadata"]["name"]))
@@ -784,12 +784,17 @@ async def test_the_schedulers_namespaces_and_volume_objects_are_bridged(k8s, k8s
                                                             "accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/x"}}})
         await create(api, "persistentvolumeclaims", ns, {"metadata": {"name": "data"}, "spec": {
             "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}, "storageClassName": name}})
-        recs = await wait_recs(js, ns, 5, cluster_names=frozenset({name}))
+        await create(api, "csinodes", ns, {"metadata": {"name": name}, "spec": {"drivers": [
+            {"name": "csi.example.com", "nodeID": name, "allocatable": {"count": 3}}]}})
+        await create(api, "volumeattachments", ns, {"metadata": {"name": name}, "spec": {
+            "attacher": "csi.example.com", "nodeName": name, "source": {"persistentVolumeName": name}}})
+        recs = await wait_recs(js, ns, 7, cluster_names=frozenset({name}))
         await wait_settled(js, bridge)
     await delete(api, "namespaces", ns, name)
     assert sorted(r.short for r in recs) == sorted([
         ("ADDED", "Namespace", name), ("MODIFIED", "Namespace", name), ("ADDED", "StorageClass", name),
-        ("ADDED", "PersistentVolume", name), ("ADDED", "PersistentVolumeClaim", "data")])
+        ("ADDED", "PersistentVolume", name), ("ADDED", "PersistentVolumeClaim", "data"), ("ADDED", "CSINode", name),
+        ("ADDED", "VolumeAttachment", name)])
     assert_cluster_scoped([r for r in recs if r.kind != "PersistentVolumeClaim"])
     [claim] = [r for r in recs if r.kind == "PersistentVolumeClaim"]
     assert claim.subject == f"vcbus.k8s.persistentvolumeclaim.{ns}.data"
@@ -803,6 +808,8 @@ async def test_the_schedulers_namespaces_and_volume_objects_are_bridged(k8s, k8s
     assert snapshot.storage_classes[name] == "WaitForFirstConsumer"
     assert snapshot.volumes[name].topologies == (("topology.kubernetes.io/zone", frozenset({"zb"})),)
     assert snapshot.claims[f"{ns}/data"].storage_class == name
+    assert snapshot.csinodes[name] == {"csi.example.com": 3}
+    assert snapshot.attachments[name] == (name, name, "csi.example.com")
 
 
 async def test_the_services_and_controllers_that_select_pods_are_bridged(k8s, k8s_namespace, js):

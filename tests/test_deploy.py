@@ -379,6 +379,14 @@ def _one_of_each(admin: client.ApiClient, ns: str) -> None:
     _CLUSTER_SCOPED.append(("PersistentVolume", ns))
     core.create_namespaced_persistent_volume_claim(ns, {"metadata": {"name": "watched"}, "spec": {
         "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}})
+    # the nodes' volume limits and attached volumes (NodeVolumeLimits)
+    storage = client.StorageV1Api(admin)
+    storage.create_csi_node({"metadata": {"name": ns}, "spec": {"drivers": [
+        {"name": "csi.example.com", "nodeID": ns, "allocatable": {"count": 2}}]}})
+    _CLUSTER_SCOPED.append(("CSINode", ns))
+    storage.create_volume_attachment({"metadata": {"name": ns}, "spec": {
+        "attacher": "csi.example.com", "nodeName": ns, "source": {"persistentVolumeName": ns}}})
+    _CLUSTER_SCOPED.append(("VolumeAttachment", ns))
     # the selectors of the scheduler's system-default spreading: a Service and a ReplicationController
     core.create_namespaced_service(ns, {"metadata": {"name": "watched"}, "spec": {
         "selector": {"app": "watched"}, "ports": [{"port": 80}]}})
@@ -441,6 +449,8 @@ def _delete_nodes_and_priority_classes(k8s):
     delete = {"Node": client.CoreV1Api(admin).delete_node,
               "PriorityClass": client.SchedulingV1Api(admin).delete_priority_class,
               "StorageClass": client.StorageV1Api(admin).delete_storage_class,
+              "CSINode": client.StorageV1Api(admin).delete_csi_node,
+              "VolumeAttachment": client.StorageV1Api(admin).delete_volume_attachment,
               "PersistentVolume": client.CoreV1Api(admin).delete_persistent_volume}
     for kind, name in _CLUSTER_SCOPED:
         try:

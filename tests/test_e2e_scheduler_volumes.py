@@ -106,3 +106,34 @@ def test_a_wait_for_first_consumer_claim_gets_a_static_volume_and_its_pods_follo
         for name in pvs:
             sc.core.delete_persistent_volume(name)
         storage.delete_storage_class(cls)
+
+
+@pytest.mark.parametrize("scenario", [3], indirect=True)
+def test_the_pods_of_a_claim_go_where_its_csi_driver_has_room(scenario):
+    """NodeVolumeLimits: the job's pods share a claim bound to a CSI PV; the CSINodes of the first two nodes
+    allow no volume of its driver, the third's one. Every pod goes to the third node (the shared volume counts
+    once there), where without the limit they would spread over the three."""
+    sc = scenario
+    driver = "csi.vcbus.test"
+    storage = client.StorageV1Api(sc.api)
+    for i, name in enumerate(sc.nodes):
+        storage.create_csi_node({"metadata": {"name": name}, "spec": {"drivers": [
+            {"name": driver, "nodeID": name, "allocatable": {"count": 1 if i == 2 else 0}}]}})
+    pv = f"{sc.ns}-csi"
+    sc.core.create_persistent_volume({"metadata": {"name": pv}, "spec": {
+        "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "",
+        "csi": {"driver": driver, "volumeHandle": f"handle-{sc.ns}"}}})
+    try:
+        sc.core.create_namespaced_persistent_volume_claim(sc.ns, {"metadata": {"name": "data"}, "spec": {
+            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}, "storageClassName": "",
+            "volumeName": pv}})
+        # what the PV controller does on a real cluster (none runs here): the claim bound
+        sc.core.patch_namespaced_persistent_volume_claim("data", sc.ns, {
+            "metadata": {"annotations": {"pv.kubernetes.io/bind-completed": "yes"}}})
+        sc.submit(claiming_seed_job())
+        pods = sc.wait("3 pods bound", lambda: all_bound(sc))
+        assert {p["spec"]["nodeName"] for p in pods} == {sc.nodes[2]}
+    finally:
+        sc.core.delete_persistent_volume(pv)
+        for name in sc.nodes:
+            storage.delete_csi_node(name)

@@ -126,7 +126,8 @@ def document() -> dict[str, Any]:
                        "for good), `bookmark` and `error` the log's BOOKMARK and watch ERROR records.",
         "parameters": {
             "kind": {"description": "Lower-case kind: job, pod, podgroup, queue, command, node, priorityclass, "
-                                        "namespace, persistentvolumeclaim, persistentvolume, storageclass, service, "
+                                        "namespace, persistentvolumeclaim, persistentvolume, storageclass, csinode, "
+                                        "volumeattachment, service, "
                                         "replicationcontroller, replicaset, statefulset, daemonset, batchjob (a batch/v1 Job), "
                                         "cronjob, jobflow, jobtemplate, timer, refusal, bookmark, error."},
             "namespace": {"description": "The object's namespace, `_` for cluster-scoped objects."},

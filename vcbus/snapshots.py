@@ -37,10 +37,11 @@ from vcbus.watchlog import read_records
 
 
 SCHEDULER_KINDS = frozenset({"Node", "Queue", "PodGroup", "Pod", "PriorityClass", "Namespace", "PersistentVolumeClaim",
-                             "PersistentVolume", "StorageClass", "Service", "ReplicationController", "ReplicaSet",
-                             "StatefulSet"})
+                             "PersistentVolume", "StorageClass", "CSINode", "VolumeAttachment", "Service",
+                             "ReplicationController", "ReplicaSet", "StatefulSet"})
 KEPT_KINDS = SCHEDULER_KINDS | {"Job"}
-CLUSTER_SCOPED = frozenset({"Node", "Queue", "PriorityClass", "Namespace", "PersistentVolume", "StorageClass"})
+CLUSTER_SCOPED = frozenset({"Node", "Queue", "PriorityClass", "Namespace", "PersistentVolume", "StorageClass",
+                            "CSINode", "VolumeAttachment"})
 VCJOB_API = "batch.volcano.sh/v1alpha1"
 
 

@@ -240,6 +240,12 @@ class Volume(Struct, frozen=True, rename="camel", gc=False):
     persistent_volume_claim: ClaimSource | None = None
     ephemeral: Any = None
     image: ImageVolume | None = None
+    # the in-tree sources NodeVolumeLimits counts through CSI migration (volumes.IN_TREE)
+    aws_elastic_block_store: dict[str, Any] | None = None
+    gce_persistent_disk: dict[str, Any] | None = None
+    azure_disk: dict[str, Any] | None = None
+    cinder: dict[str, Any] | None = None
+    portworx_volume: dict[str, Any] | None = None
 
 
 class Toleration(Struct, frozen=True, rename="camel", gc=False):
@@ -352,8 +358,20 @@ class ClaimRef(Struct, frozen=True, rename="camel", gc=False):
     uid: str = ""
 
 
+class CSISource(Struct, frozen=True, rename="camel", gc=False):
+    driver: str = ""
+    volume_handle: str = ""
+
+
 class VolumeSpec(Struct, frozen=True, rename="camel", gc=False):
     node_affinity: VolumeNodeAffinity | None = None
+    # the volume's driver and handle, as NodeVolumeLimits counts it (a CSI source, or a migratable in-tree one)
+    csi: CSISource | None = None
+    aws_elastic_block_store: dict[str, Any] | None = None
+    gce_persistent_disk: dict[str, Any] | None = None
+    azure_disk: dict[str, Any] | None = None
+    cinder: dict[str, Any] | None = None
+    portworx_volume: dict[str, Any] | None = None
     # what a claim is matched against (FindMatchingVolume)
     capacity: Quantities | None = None
     access_modes: list[str] | None = None
@@ -379,6 +397,45 @@ class StorageClass(Struct, frozen=True, tag_field="kind", tag="StorageClass", re
     metadata: Meta = Meta()
     volume_binding_mode: str | None = None
     provisioner: str = ""
+
+
+class DriverAllocatable(Struct, frozen=True, rename="camel", gc=False):
+    count: int | None = None
+
+
+class CSINodeDriver(Struct, frozen=True, rename="camel", gc=False):
+    name: str = ""
+    allocatable: DriverAllocatable | None = None
+
+
+class CSINodeSpec(Struct, frozen=True, rename="camel", gc=False):
+    drivers: list[CSINodeDriver] | None = None
+
+
+class CSINode(Struct, frozen=True, tag_field="kind", tag="CSINode", rename="camel", gc=False):
+    """A node's CSI drivers and their volume limits (NodeVolumeLimits); named as its node."""
+
+    api_version: str = ""
+    metadata: Meta = Meta()
+    spec: CSINodeSpec = CSINodeSpec()
+
+
+class AttachmentSource(Struct, frozen=True, rename="camel", gc=False):
+    persistent_volume_name: str | None = None
+
+
+class AttachmentSpec(Struct, frozen=True, rename="camel", gc=False):
+    attacher: str = ""
+    node_name: str = ""
+    source: AttachmentSource = AttachmentSource()
+
+
+class VolumeAttachment(Struct, frozen=True, tag_field="kind", tag="VolumeAttachment", rename="camel", gc=False):
+    """A PV attached (or being attached) to a node, which NodeVolumeLimits counts on that node."""
+
+    api_version: str = ""
+    metadata: Meta = Meta()
+    spec: AttachmentSpec = AttachmentSpec()
 
 
 # ---------------------------------------------------------------- workloads (system-default spreading)
@@ -419,7 +476,7 @@ class StatefulSet(ReplicaSet, tag="StatefulSet"):
 WORKLOAD_KINDS = (Service, ReplicationController, ReplicaSet, StatefulSet)
 
 SchedObject = Union[Node, Queue, PodGroup, Pod, PriorityClass, Namespace, PersistentVolumeClaim, PersistentVolume,
-                    StorageClass, Service, ReplicationController, ReplicaSet, StatefulSet]
+                    StorageClass, CSINode, VolumeAttachment, Service, ReplicationController, ReplicaSet, StatefulSet]
 
 API_VERSIONS = {
     "Node": "v1",
@@ -431,6 +488,8 @@ API_VERSIONS = {
     "PersistentVolumeClaim": "v1",
     "PersistentVolume": "v1",
     "StorageClass": "storage.k8s.io/v1",
+    "CSINode": "storage.k8s.io/v1",
+    "VolumeAttachment": "storage.k8s.io/v1",
     "Service": "v1",
     "ReplicationController": "v1",
     "ReplicaSet": "apps/v1",
@@ -458,7 +517,8 @@ _typed = msgspec.json.Decoder(_Envelope)
 _generic = msgspec.json.Decoder()
 _convert_types = {"Node": Node, "Queue": Queue, "PodGroup": PodGroup, "Pod": Pod, "PriorityClass": PriorityClass,
                   "Namespace": Namespace, "PersistentVolumeClaim": PersistentVolumeClaim,
-                  "PersistentVolume": PersistentVolume, "StorageClass": StorageClass, "Service": Service,
+                  "PersistentVolume": PersistentVolume, "StorageClass": StorageClass, "CSINode": CSINode,
+                  "VolumeAttachment": VolumeAttachment, "Service": Service,
                   "ReplicationController": ReplicationController, "ReplicaSet": ReplicaSet,
                   "StatefulSet": StatefulSet}
 

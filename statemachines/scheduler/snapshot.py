@@ -20,7 +20,8 @@ class Snapshot:
     that the log now shows on their node (PodBound is due)."""
 
     __slots__ = ("nodes", "queues", "groups", "tasks", "priority_classes", "default_priority", "namespaces", "emitted",
-                 "bound", "time", "seq", "claims", "volumes", "storage_classes", "provisioners", "workloads")
+                 "bound", "time", "seq", "claims", "volumes", "storage_classes", "provisioners", "csinodes",
+                 "attachments", "workloads")
 
     def __init__(
         self,
@@ -40,6 +41,8 @@ class Snapshot:
         volumes: dict | None = None,
         storage_classes: dict[str, str | None] | None = None,
         provisioners: dict[str, str] | None = None,
+        csinodes: dict[str, dict[str, int]] | None = None,
+        attachments: dict[str, tuple[str, str, str]] | None = None,
         workloads: dict[str, tuple[str, str, object]] | None = None,
     ) -> None:
         self.nodes = nodes
@@ -59,6 +62,10 @@ class Snapshot:
         self.volumes = volumes if volumes is not None else {}
         self.storage_classes = storage_classes if storage_classes is not None else {}
         self.provisioners = provisioners if provisioners is not None else {}
+        # NodeVolumeLimits' (statemachines.scheduler.volumelimits): per node its CSINode's volume limits by
+        # driver; the VolumeAttachments by name, as (node, PV, attacher)
+        self.csinodes = csinodes if csinodes is not None else {}
+        self.attachments = attachments if attachments is not None else {}
         # the Services, ReplicationControllers, ReplicaSets and StatefulSets by "<Kind>/<namespace>/<name>",
         # as (kind, namespace, selector): system-default topology spreading (statemachines.scheduler.workloads)
         self.workloads = workloads if workloads is not None else {}

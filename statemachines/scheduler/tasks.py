@@ -28,6 +28,7 @@ from statemachines.scheduler.model import (
     task_status,
 )
 from statemachines.scheduler.resources import PODS, Res, from_resource_list
+from statemachines.scheduler.volumelimits import inline_volumes
 from statemachines.scheduler.volumes import pod_claims
 from statemachines.scheduler.workloads import controller_of
 
@@ -157,6 +158,7 @@ class TaskFact:
         "images",
         "containers",
         "claims",
+        "inline_volumes",
         "controller",
     )
 
@@ -206,7 +208,8 @@ class TaskFact:
         self.scheduler_name = spec.scheduler_name
         self.scalars = tuple(sorted(self.req.sc.items()))
         self.images, self.containers = pod_images(spec)  # ImageLocality's
-        self.claims = pod_claims(meta.name, spec)  # VolumeZone's and VolumeBinding's
+        self.claims = pod_claims(meta.name, spec)  # VolumeZone's, VolumeBinding's and NodeVolumeLimits'
+        self.inline_volumes = inline_volumes(spec)  # NodeVolumeLimits'
         self.score_sig = (self.req.key(), self.nz_cpu, self.nz_mem, self.images, self.containers)
         self.labels = labels
         self.constraints, self.unevaluated = compile_constraints(spec, meta.namespace, labels)

@@ -36,6 +36,7 @@ from statemachines.scheduler import objects as o
 from statemachines.scheduler.fiterrors import UNRESOLVABLE
 from statemachines.scheduler.labels import Selector, compile_selector, matches, requirement, selector_terms
 from statemachines.scheduler.resources import parse_quantity
+from statemachines.scheduler.volumelimits import csi_source
 
 BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
 BETA_CLASS = "volume.beta.kubernetes.io/storage-class"
@@ -101,7 +102,7 @@ class VolumeFact:
     what a claim is matched against (capacity, access modes, class, volume mode, labels, phase, claimRef)."""
 
     __slots__ = ("name", "topologies", "terms", "capacity", "access_modes", "storage_class", "volume_mode",
-                 "attributes_class", "labels", "available", "deleting", "claim_ref")
+                 "attributes_class", "labels", "available", "deleting", "claim_ref", "csi")
 
     def __init__(self, pv: o.PersistentVolume) -> None:
         meta, spec = pv.metadata, pv.spec
@@ -118,6 +119,7 @@ class VolumeFact:
         self.deleting = meta.deletion_timestamp is not None
         ref = spec.claim_ref
         self.claim_ref: tuple[str, str, str] | None = None if ref is None else (ref.namespace, ref.name, ref.uid)
+        self.csi = csi_source(spec)  # NodeVolumeLimits: (driver, handle, migrated from in-tree)
 
         topologies = []
         for key in TOPOLOGY_LABELS:

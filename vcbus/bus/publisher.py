@@ -19,7 +19,7 @@ Header values carry `%` and control characters as `%XX` (`subjects.header_value`
 no valid Kubernetes name has one, and a CR or LF would break the header block.
 
 Nodes (`v1`), PriorityClasses (`scheduling.k8s.io/v1`), Namespaces, PersistentVolumes (`v1`),
-StorageClasses (`storage.k8s.io/v1`), and the namespaced PersistentVolumeClaims, Services and
+StorageClasses, CSINodes, VolumeAttachments (`storage.k8s.io/v1`), and the namespaced PersistentVolumeClaims, Services and
 ReplicationControllers (`v1`) are published too (`vcbus.k8s.node._.<name>`, ...,
 `vcbus.k8s.persistentvolumeclaim.<namespace>.<name>`, `vcbus.k8s.service.<namespace>.<name>`): the job
 controller ignores them (statemachines.model.records decodes them as Ignored), the
@@ -111,6 +111,7 @@ def compact_body(data: bytes) -> bytes:
 # Kinds only the scheduler reads, with the apiVersion it reads, and those of them that are namespaced.
 SCHEDULER_KINDS = {"Node": "v1", "PriorityClass": "scheduling.k8s.io/v1", "Namespace": "v1",
                    "PersistentVolumeClaim": "v1", "PersistentVolume": "v1", "StorageClass": "storage.k8s.io/v1",
+                   "CSINode": "storage.k8s.io/v1", "VolumeAttachment": "storage.k8s.io/v1",
                    "Service": "v1", "ReplicationController": "v1"}
 NAMESPACED_SCHEDULER_KINDS = frozenset({"PersistentVolumeClaim", "Service", "ReplicationController"})
 

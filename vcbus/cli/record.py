@@ -140,7 +140,8 @@ def _counts(recorder) -> str:
 @click.option("--all-namespaces", "-A", "all_namespaces", is_flag=True, help="Record every namespace.")
 @click.option("--kind", "kinds", multiple=True, metavar="KIND",
               help="Only these kinds (repeatable; vcjobs, pods, podgroups, queues, commands, nodes, priorityclasses, "
-                   "namespaces, persistentvolumeclaims, persistentvolumes, storageclasses, services, "
+                   "namespaces, persistentvolumeclaims, persistentvolumes, storageclasses, csinodes, "
+                   "volumeattachments, services, "
                    "replicationcontrollers, replicasets, statefulsets, daemonsets, batchjobs, cronjobs, jobflows, jobtemplates; "
                    "or "
                    "their kubectl "

@@ -16,8 +16,10 @@ INPUT (a file, or - for standard input) is one of
   - YAML documents of those kinds (spec.nodeName for bound pods)
   - a watch log, as `vcbus replay` reads it (the last state of each object is the snapshot)
 with KINDS the ones the scheduler reads:
-  nodes,queues,podgroups,pods,priorityclasses,namespaces,pvc,pv,storageclasses,services,rc,rs,sts
-(namespaces for pod affinity's namespaceSelector; pvc, pv and storageclasses for the volume checks;
+  nodes,queues,podgroups,pods,priorityclasses,namespaces,pvc,pv,storageclasses,csinodes,volumeattachments,
+  services,rc,rs,sts
+(namespaces for pod affinity's namespaceSelector; pvc, pv and storageclasses for the volume checks,
+csinodes and volumeattachments for the nodes' volume limits;
 services, rc, rs and sts for the default topology spreading); vcjobs are read to name a job by its
 vcjob. Other kinds are ignored. The scheduler configuration is Volcano's default (the helm install's
 volcano-scheduler.conf) unless --config names another (the .conf YAML, or its ConfigMap).
@@ -33,7 +35,7 @@ Examples:
   vcbus schedule examples/scheduler/three-nodes.yaml --sessions 2     # binds, then Running
   vcbus schedule examples/scheduler/two-nodes.yaml --json | jq '.podGroups[].conditions'
   vcbus schedule watch.log --config volcano-scheduler.conf
-  kubectl get nodes,queues,podgroups,pods,priorityclasses,namespaces,pvc,pv,storageclasses,services,rc,rs,sts \\
+  kubectl get nodes,queues,podgroups,pods,priorityclasses,namespaces,pvc,pv,storageclasses,csinodes,volumeattachments,services,rc,rs,sts \\
     -A -o json | vcbus schedule -
 
 \b

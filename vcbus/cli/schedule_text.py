@@ -72,8 +72,8 @@ def plural(n: int, word: str) -> str:
 
 ALWAYS_COUNTED = ("Node", "Queue", "PodGroup", "Pod")
 # the other kinds the scheduler reads, named when the input holds any
-ALSO_COUNTED = ("PriorityClass", "Namespace", "PersistentVolumeClaim", "PersistentVolume", "StorageClass", "Service",
-                "ReplicationController", "ReplicaSet", "StatefulSet")
+ALSO_COUNTED = ("PriorityClass", "Namespace", "PersistentVolumeClaim", "PersistentVolume", "StorageClass", "CSINode",
+                "VolumeAttachment", "Service", "ReplicationController", "ReplicaSet", "StatefulSet")
 
 
 def snapshot_line(snap: Any) -> str:  # noqa: ANN401 - a vcbus.snapshots.Snapshot

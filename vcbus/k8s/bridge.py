@@ -4,7 +4,7 @@ One `ResourceWatcher` (vcbus.k8s.watching: list-then-watch, bookmarks, relist
 on 410 Gone with DELETED for what vanished, backoff on errors) per resource
 vcbus reads: vcjobs, pods, podgroups, queues and commands (the job
 controller), and the cluster-scoped nodes, priorityclasses, namespaces,
-persistentvolumes and storageclasses, and the persistentvolumeclaims, services
+persistentvolumes, storageclasses, csinodes and volumeattachments, and the persistentvolumeclaims, services
 and replicationcontrollers (only the scheduler reads those: the job
 controller's decode ignores them,
 vcbus.bus.publisher publishes them all the same, on `vcbus.k8s.node._.<name>`,
@@ -102,7 +102,8 @@ log = logging.getLogger("vcbus.bridge")
 
 # a pod's owners whose annotations the podgroup controller reads (batchjobs: batch/v1 Jobs)
 OWNERS = ("replicasets", "statefulsets", "daemonsets", "batchjobs")
-VOLUMES = ("persistentvolumeclaims", "persistentvolumes", "storageclasses")  # the scheduler's volume checks
+# the scheduler's volume checks (VolumeZone, VolumeBinding; NodeVolumeLimits: csinodes, volumeattachments)
+VOLUMES = ("persistentvolumeclaims", "persistentvolumes", "storageclasses", "csinodes", "volumeattachments")
 SELECTING = ("services", "replicationcontrollers")  # their selectors (and OWNERS'): system-default spreading
 RESOURCES = ("vcjobs", "pods", "podgroups", "queues", "commands", "nodes", "priorityclasses", "namespaces", *VOLUMES,
              *SELECTING, *OWNERS)

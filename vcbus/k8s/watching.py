@@ -123,6 +123,9 @@ RESOURCES: dict[str, ResourceKind] = {
         ResourceKind("persistentvolumeclaims", "", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True),
         ResourceKind("persistentvolumes", "", "v1", "persistentvolumes", "PersistentVolume", False),
         ResourceKind("storageclasses", "storage.k8s.io", "v1", "storageclasses", "StorageClass", False),
+        # the nodes' CSI volume limits and attached volumes, for the scheduler's NodeVolumeLimits
+        ResourceKind("csinodes", "storage.k8s.io", "v1", "csinodes", "CSINode", False),
+        ResourceKind("volumeattachments", "storage.k8s.io", "v1", "volumeattachments", "VolumeAttachment", False),
         # the selectors of Services and ReplicationControllers (with the ReplicaSets' and StatefulSets'):
         # the scheduler's system-default topology spreading
         ResourceKind("services", "", "v1", "services", "Service", True),
@@ -154,6 +157,8 @@ _ALIASES = {
     "persistentvolumeclaim": "persistentvolumeclaims", "pvc": "persistentvolumeclaims",
     "persistentvolume": "persistentvolumes", "pv": "persistentvolumes",
     "storageclass": "storageclasses", "sc": "storageclasses", "storageclasses.storage.k8s.io": "storageclasses",
+    "csinode": "csinodes", "csinodes.storage.k8s.io": "csinodes",
+    "volumeattachment": "volumeattachments", "volumeattachments.storage.k8s.io": "volumeattachments",
     "service": "services", "svc": "services",
     "replicationcontroller": "replicationcontrollers", "rc": "replicationcontrollers",
     "replicaset": "replicasets", "rs": "replicasets", "replicasets.apps": "replicasets",

@@ -30,6 +30,7 @@ from statemachines.scheduler.plugins.spread import TopologySpread
 from statemachines.scheduler.labels import requirement
 from statemachines.scheduler.model import ALLOCATED, PIPELINED, NodeFact
 from statemachines.scheduler.tasks import Placement, TaskFact
+from statemachines.scheduler.volumelimits import VolumeLimits
 from statemachines.scheduler.volumes import Prepared, VolumeBinder, prefilter
 
 NAME = "predicates"
@@ -158,9 +159,11 @@ class Dynamic:
     and the volume filters (VolumeZone, VolumeBinding), which depend on the task's claims."""
 
     def __init__(self, ssn: Session, *, node_ports: bool = True, pod_affinity: bool = True,
-                 topology_spread: bool = True, volumes: VolumeChecks | None = None) -> None:
+                 topology_spread: bool = True, volumes: VolumeChecks | None = None,
+                 volume_limits: bool = True) -> None:
         self.ssn = ssn
         self.volumes = volumes
+        self.limits = VolumeLimits(ssn.snapshot) if volume_limits and ssn.snapshot.csinodes else None
         self.node_ports = node_ports
         self.labels: dict[str, dict] = {}
         indexes = pod_indexes(ssn) if pod_affinity or topology_spread else None
@@ -172,6 +175,8 @@ class Dynamic:
         if fact.constraints is not None and fact.constraints.filtered:
             return True
         if self.volumes is not None and fact.claims:
+            return True
+        if self.limits is not None and (fact.claims or fact.inline_volumes):
             return True
         return self.interpod is not None and bool(self.interpod.existing(fact))
 
@@ -220,6 +225,10 @@ class Dynamic:
             if prepared is not None:
                 checks.append((prepared[0], True))
                 pairs = None if pairs is None or prepared[1] is None else pairs + prepared[1]
+        limited = self.limits.prepare(fact) if self.limits is not None else None
+        if limited is not None:
+            checks.append((limited, False))
+            pairs = None
         volumes = self.volumes.get(fact) if self.volumes is not None else None
         if volumes is not None and volumes.topologies:
             checks.append((volumes.zone, True))
@@ -354,6 +363,7 @@ def open_plugin(ssn: Session, option: PluginOption) -> None:
         pod_affinity=arg_bool(args, "predicate.PodAffinityEnable", True),
         topology_spread=arg_bool(args, "predicate.PodTopologySpreadEnable", True),
         volumes=volumes,
+        volume_limits=arg_bool(args, "predicate.NodeVolumeLimitsEnable", True),
     )
     if volumes is None:
         ssn.add("pre_predicate", NAME, unevaluated)
