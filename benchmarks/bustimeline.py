@@ -15,6 +15,12 @@ part of the system held a pod up:
   status write to Inqueue), `pg_inqueue` (the PodGroup's record in phase Inqueue);
 - per restart: `delete_*` (DeletePod commands), `gone_*` (the old pods' DELETED records).
 
+`lags` splits the path of a pod's change into the bus in two: `watch`, from a pod's creation
+(`creationTimestamp`) to the bridge's observation of its ADDED (the record's `time`), and
+`publish`, over every Pod record, from that observation to JetStream storing the record. The
+record times are whole seconds, so each figure is within a second (`publish` reads up to 1 s high,
+`watch` within +-1 s); a lag of several seconds still shows which side holds records up.
+
 Milestones are medians over the jobs of the seconds from each generation's start (the vcjob's
 first record for the first pods; for the k-th restart, the record of the k-th pod of the job to
 fail), `first`/`last` over a job's pods.
@@ -24,6 +30,7 @@ A generation of a job is its pods' k-th incarnation under each name.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import statistics
 from typing import Any
 
@@ -172,6 +179,39 @@ def command_counts(commands: list[Message]) -> dict[str, int]:
     return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
+def _epoch(text: object) -> float | None:
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _quantiles(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {}
+    values = sorted(values)
+    return {"p50": round(values[len(values) // 2], 2), "p90": round(values[int(len(values) * 0.9)], 2),
+            "max": round(values[-1], 2), "n": len(values)}
+
+
+def lags(records: list[Message]) -> dict[str, dict[str, float]]:
+    """{"watch": quantiles, "publish": quantiles} of Pod records, in seconds: see the module's docstring."""
+    watch: list[float] = []
+    publish: list[float] = []
+    for m in records:
+        body = m.body if isinstance(m.body, dict) else {}
+        obj = body.get("object") or {}
+        if obj.get("kind") != "Pod" or (observed := _epoch(body.get("time"))) is None:
+            continue
+        publish.append(m.time - observed)
+        created = _epoch((obj.get("metadata") or {}).get("creationTimestamp"))
+        if body.get("type") == "ADDED" and created is not None:  # (a bind or a status patch leaves no such time)
+            watch.append(observed - created)
+    return {"watch": _quantiles(watch), "publish": _quantiles(publish)}
+
+
 def milestones(records: list[Message], commands: list[Message]) -> dict[str, Any]:
     """{"gen1": {milestone: median seconds}, "gen2": ..., "commands": counts}: see the module's docstring."""
     seq_time = {m.seq: m.time for m in records}
@@ -200,4 +240,5 @@ def milestones(records: list[Message], commands: list[Message]) -> dict[str, Any
         gen: {k: round(statistics.median(v), 2) for k, v in sorted(per.items(), key=lambda kv: statistics.median(kv[1]))}
         for gen, per in sorted(out.items())}
     figures["commands"] = command_counts(commands)
+    figures["lags"] = lags(records)
     return figures
