@@ -566,8 +566,16 @@ def test_the_actuator_applies_every_command_type_as_the_service_account(k8s, dep
     master, worker = (core.read_namespaced_pod(f"resnet-dist-train-{p}", ns) for p in ("master-0", "worker-0"))
     apply(o.UpdatePodCondition(job=key, seq=15, time="2026-11-30T08:00:00Z", name=master.metadata.name,
                                uid=master.metadata.uid, reason="Unschedulable", message="all nodes are unavailable"))
-    apply(o.BindPod(job=key, seq=16, name=master.metadata.name, uid=master.metadata.uid, node=node))
+    # with a static PV for a claim: the PV's claimRef (get, patch persistentvolumes; get the claim) first
+    pv_name = f"deploy-act-{ns[-6:]}"
+    core.create_persistent_volume({"metadata": {"name": pv_name}, "spec": {
+        "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/tmp/x"}}})
+    _CLUSTER_SCOPED.append(("PersistentVolume", pv_name))
+    claim = core.read_namespaced_persistent_volume_claim("resnet-dist-train-pvc-rbac", ns)
+    apply(o.BindPod(job=key, seq=16, name=master.metadata.name, uid=master.metadata.uid, node=node,
+                    volumes=[o.VolumeBinding(claim=claim.metadata.name, claim_uid=claim.metadata.uid, volume=pv_name)]))
     assert core.read_namespaced_pod(master.metadata.name, ns).spec.node_name == node
+    assert core.read_persistent_volume(pv_name).spec.claim_ref.uid == claim.metadata.uid
     apply(o.RecordEvent(job=key, seq=16, reason="Scheduled", message=f"Successfully assigned {ns}/x to {node}",
                         kind="Pod", name=master.metadata.name, component="vc-scheduler"))
     apply(o.EvictPod(job=key, seq=17, time="2026-11-30T08:00:00Z", name=worker.metadata.name,

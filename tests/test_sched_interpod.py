@@ -251,6 +251,23 @@ def test_host_ports_of_pods_placed_earlier_in_the_session():
     assert "1 node(s) didn't have free ports for the requested pod ports" in c1.message + c0.message
 
 
+@pytest.mark.parametrize(("policy", "expected"), [
+    ("Always", "0/1 nodes are unavailable: 1 node(s) didn't have free ports for the requested pod ports."),
+    (None, "bound to n1"),  # a plain init container has finished before the pod runs: its ports are free
+])
+def test_host_ports_of_sidecars_count_on_both_sides(policy, expected):
+    """`GetHostPorts`: a restartable init container (a sidecar) holds its host ports as long as the pod."""
+    sidecar = ports((9000, "", ""))
+    sidecar[0]["name"] = "sidecar"
+    if policy is not None:
+        sidecar[0]["restartPolicy"] = policy
+    used = with_spec(running("u-0", "n1", {}), containers=ports((80, "", "")), initContainers=sidecar)
+    assert place(TWO[0], used, incoming=with_spec(new(), containers=ports((9000, "", "")))) == expected
+    incoming = with_spec(new(), containers=ports((81, "", "")), initContainers=sidecar)
+    assert place(TWO[0], with_spec(running("u-0", "n1", {}), containers=ports((9000, "", ""))),
+                 incoming=incoming) == expected
+
+
 GANG = {"volcano.sh/job-name": "train"}
 
 

@@ -106,9 +106,11 @@ def _terms(raw: list[o.PodAffinityTerm] | None, namespace: str, labels: dict[str
 
 
 def host_ports(spec: o.PodSpec) -> tuple[tuple[str, str, int], ...]:
-    """The (hostIP, protocol, hostPort) a pod's containers claim (`GetContainerPorts`, hostPort > 0)."""
+    """The (hostIP, protocol, hostPort) a pod's restartable init containers (sidecars, which run as long as
+    the pod) and containers claim (`GetHostPorts`, hostPort > 0)."""
     ports = []
-    for c in spec.containers or ():
+    sidecars = [c for c in spec.init_containers or () if c.restart_policy == "Always"]
+    for c in (*sidecars, *(spec.containers or ())):
         for p in c.ports or ():
             if p.host_port > 0:
                 ports.append((p.host_ip or "0.0.0.0", p.protocol or "TCP", p.host_port))
