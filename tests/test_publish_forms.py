@@ -129,3 +129,16 @@ def test_a_last_record_cut_short_is_skipped_with_replays_warning(bus_settings, t
     assert json.loads(out)["published"] == len(lines) - 1
     assert json.loads(ok(vcbus_cli("replay", "--json", "--nats", url))[0])["jobs"] == json.loads(
         ok(vcbus_cli("replay", "--json", str(log)))[0])["jobs"]
+
+
+def test_a_concatenation_cut_short_is_merged_as_replay_merges_it(bus_settings, tmp_path):
+    """Per-kind watches concatenated, the last record cut off: replay skips it and merges the rest; so does the bus."""
+    url = bus_settings.nats_url
+    whole = yaml_watches(tmp_path).read_text()
+    log = tmp_path / "cut.yaml"
+    log.write_text(whole[: whole.rindex("type: ")])  # the last document without its `type:`, as kubectl was killed
+    by_file, file_err = ok(vcbus_cli("replay", "--json", str(log)))
+    assert MERGED in file_err and "incomplete" in file_err
+    _, err = ok(vcbus_cli("publish", str(log), "--nats", url))
+    assert "publishing the records merged by resourceVersion" in err and "incomplete" in err, err
+    assert json.loads(ok(vcbus_cli("replay", "--json", "--nats", url))[0])["jobs"] == json.loads(by_file)["jobs"]

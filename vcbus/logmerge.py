@@ -30,7 +30,7 @@ from typing import BinaryIO, Callable, Iterable
 from statemachines.model.objects import Job
 from statemachines.model.records import Ignored, Observed
 from vcbus.errors import UserError
-from vcbus.watchlog import InvalidRecord, Item, iter_log
+from vcbus.watchlog import InvalidRecord, Item, TruncatedRecord, iter_log
 
 
 class OrderCheck:
@@ -140,7 +140,7 @@ def in_etcd_order(stream: BinaryIO, source: str, *, warn: Callable[[str], None])
     in cache-sync order (`vcbus.logmarks`): what `vcbus replay` folds, in the order it folds it.
 
     An input with a record that cannot be used is handed back as it is, for the caller's own
-    check to report."""
+    check to report; a last record cut short is left out, as replay leaves it out (the check warned)."""
     from vcbus.logmarks import synced_first
 
     order = OrderCheck(source)
@@ -150,6 +150,8 @@ def in_etcd_order(stream: BinaryIO, source: str, *, warn: Callable[[str], None])
         marked = list_end > 0
         for seq, _, decoded in items:
             if seq < list_end:
+                continue
+            if decoded.__class__ is TruncatedRecord:
                 continue
             if isinstance(decoded, InvalidRecord):
                 return _rewound(stream)
@@ -165,15 +167,17 @@ def in_etcd_order(stream: BinaryIO, source: str, *, warn: Callable[[str], None])
         warn((order.found or "").replace("replaying the records", "publishing the records"))
 
         def stop(err: InvalidRecord) -> None:
-            raise err
+            if not isinstance(err, TruncatedRecord):
+                raise err
 
         merged, _ = merge([(stream, source)], on_invalid=stop, keep_bytes=True)
         items = synced_first(iter(merged))[0]
     else:
         items = synced_first(iter_log(stream, source))[0]
     out = tempfile.TemporaryFile()  # noqa: SIM115 - the caller closes it
-    for _, data, _ in items:
-        out.write(data if data.endswith(b"\n") else data + b"\n")
+    for _, data, decoded in items:
+        if decoded.__class__ is not TruncatedRecord:
+            out.write(data if data.endswith(b"\n") else data + b"\n")
     out.seek(0)
     return out  # type: ignore[return-value]
 
