@@ -115,7 +115,7 @@ def test_until_refuses_a_time_that_does_not_parse():
     assert vcbus("replay", str(SEED), "--until", "2026-11-30T09:05:00+01:00").returncode == 0
 
 
-def test_until_zero_is_refused_and_a_time_before_the_log_says_so():
+def test_until_zero_is_refused_and_a_stop_outside_the_log_says_so():
     """Records are numbered from 1: `--until 0` would replay nothing, and is a mistake for 1 or for a time. A time
     before the log's first record replays nothing too, rightly (the state then): said on stderr, not silent."""
     res = vcbus("replay", str(SEED), "--until", "0")
@@ -129,6 +129,12 @@ def test_until_zero_is_refused_and_a_time_before_the_log_says_so():
     assert warning.startswith("warning: --until 2026-11-30T07:00:00Z is before the log's first record") and \
         f"record 1, at {first}" in warning and "nothing is replayed" in warning, warning
     assert vcbus("replay", str(SEED), "--until", "1").stderr == b""  # one record replayed: nothing to say
+    # past the log's end: all of it, and said so; up to its last record exactly: nothing to say
+    n = len(records(SEED))
+    past = vcbus("replay", "--json", str(SEED), "--until", str(n + 100))
+    assert past.returncode == 0 and json.loads(past.stdout) == json.loads(vcbus("replay", "--json", str(SEED)).stdout)
+    assert past.stderr.decode() == f"warning: --until {n + 100}: the log ends at record {n}: all of it is replayed\n"
+    assert vcbus("replay", str(SEED), "--until", str(n)).stderr == b""
 
 
 def mid_job(cut: int) -> list[dict]:

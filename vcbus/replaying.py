@@ -486,6 +486,7 @@ class _Fold:
         self.checking = order is not None and not list_end
         self.repeats = Repeats()
         self.events = 0  # records handed to the engine (`counts.events`, added when the pass ends)
+        self.last_seq = 0  # with `--until SEQ`: the last record read
 
     def over(self, items: Iterator[Item], *, scan_rest: bool) -> None:
         """Fold `items` up to `until`; with `scan_rest`, check the order of the records after it too."""
@@ -495,8 +496,10 @@ class _Fold:
         cut = stop_seq is not None or stop_time is not None  # until the loop reads to the end
         try:
             for seq, data, decoded in items:
-                if stop_seq is not None and seq > stop_seq:
-                    break
+                if stop_seq is not None:
+                    if seq > stop_seq:
+                        break
+                    self.last_seq = seq
                 if not self.admit(seq, data, decoded):
                     continue
                 if stop_time is not None and _later(decoded, stop_time):
@@ -512,6 +515,8 @@ class _Fold:
                     on_record(seq, outs)
             else:
                 self.checking = cut = False  # read to the end: nothing left to check
+                if stop_seq is not None and self.last_seq < stop_seq:
+                    replay.warn(f"--until {stop_seq}: the log ends at record {self.last_seq}: all of it is replayed")
             if self.checking and scan_rest:  # stopped by --until: the rest of the file may still be out of order
                 self.scan(items)
         except KeyboardInterrupt:
