@@ -335,11 +335,14 @@ class System:
 class Vcbus(System):
     name = "vcbus"
 
+    def command(self) -> list[str]:
+        """How `vcbus` is started (benchmarks/soak.py's --tracemalloc starts it under tracemalloc)."""
+        return [str(pathlib.Path(sys.executable).with_name("vcbus"))]
+
     def start(self, kubeconfig: pathlib.Path, extra: list[str]) -> None:
-        exe = pathlib.Path(sys.executable).with_name("vcbus")
         self.metrics = f"127.0.0.1:{k8s_env.free_port()}"  # its /metrics, read at the end of each workload
         self.nats_port = k8s_env.free_port()  # its embedded nats-server's, for --timeline
-        self._spawn([str(exe), "up", "--kubeconfig", str(kubeconfig), "--data-dir", str(self.workdir / "data"),
+        self._spawn([*self.command(), "up", "--kubeconfig", str(kubeconfig), "--data-dir", str(self.workdir / "data"),
                      "--metrics-addr", self.metrics, "--port", str(self.nats_port), *extra], "vcbus.log")
 
     def ready(self) -> bool:

@@ -18,8 +18,15 @@ vcjob being deleted has its pods and PodGroups deleted, then its `foregroundDele
 removed, as kube-controller-manager does. It is the cluster's part, not vcbus's.
 
 The streams run with a retention (`--retention-max-bytes`, passed to `vcbus up`; 16MiB, 2MiB with
---quick) and deleted jobs' histories with `VCBUS_HISTORY_RETENTION` (`--history-retention`, 10m), so
-that a soak reaches the steady state a bounded deployment has. Sampled every `--every` seconds: the
+--quick), deleted jobs' histories with `VCBUS_HISTORY_RETENTION` (`--history-retention`, 10m) and the
+KV buckets' delete markers with `VCBUS_KV_MARKER_TTL` (`--kv-marker-ttl`, 10m), so that a soak
+reaches the steady state a bounded deployment has.
+
+`--tracemalloc DIR` runs `vcbus up` under tracemalloc (`--frames`, 1 by default) and snapshots it
+after the cycles of `--snapshot-at` (10 and 40 by default; the soak ends after the last): the
+figures then say what it holds more at each snapshot than at the one before, by allocating line,
+in bytes per job created and deleted in between, and DIR/holders-<n>.txt who holds a few objects
+of each of those lines (the chain of attributes, dict keys and lists up to a module). Sampled every `--every` seconds: the
 resident memory (VmRSS) of `vcbus up` and of its nats-server, and every stream's (and KV bucket's)
 messages and bytes, from JetStream.
 
@@ -245,6 +252,164 @@ def stream_figures(samples: list[dict]) -> dict[str, dict]:
     return out
 
 
+# --------------------------------------------------------------------------- where the memory goes
+
+
+class TracedVcbus(Vcbus):
+    """`vcbus up` under tracemalloc (`--tracemalloc DIR`): the same process, started through this
+    script's `--run-traced`, which dumps a snapshot of what is allocated whenever the soak asks
+    (`snapshot(n)`: a request file in DIR; the dump is DIR/snap-<n>.pickle)."""
+
+    def __init__(self, workdir: pathlib.Path, trace_dir: pathlib.Path, frames: int) -> None:
+        super().__init__(workdir)
+        self.trace_dir, self.frames = trace_dir, frames
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-X", f"tracemalloc={self.frames}", str(pathlib.Path(__file__).resolve()),
+                "--run-traced", str(self.trace_dir)]
+
+    def snapshot(self, n: int, check: Any) -> pathlib.Path:
+        out = self.trace_dir / f"snap-{n}.pickle"
+        (self.trace_dir / f"request-{n}").touch()
+        wait_for(f"tracemalloc snapshot {n}", lambda: (self.trace_dir / f"done-{n}").exists(), deadline=600,
+                 every=0.5, check=check)
+        return out
+
+
+def run_traced(trace_dir: pathlib.Path, argv: list[str]) -> int:
+    """`vcbus ARGV` in this process, dumping a tracemalloc snapshot for each request file in `trace_dir`;
+    from the second on, also who holds a few objects of each line that allocated the most since the
+    one before (`holders-<n>.txt`, `holders`)."""
+    import gc
+    import tracemalloc
+
+    from vcbus.cli.main import main as vcbus_main
+
+    def serve() -> None:
+        done: set[str] = set()
+        before = None
+        while True:
+            for req in sorted(trace_dir.glob("request-*")):
+                n = req.name.split("-", 1)[1]
+                if n in done:
+                    continue
+                gc.collect()
+                snap = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
+                snap.dump(str(trace_dir / f"snap-{n}.pickle"))
+                if before is not None:
+                    sites = [(d.traceback[0].filename, d.traceback[0].lineno) for d in snap.compare_to(before, "lineno")[:12]]
+                    (trace_dir / f"holders-{n}.txt").write_text(holders(sites))
+                before = snap
+                (trace_dir / f"done-{n}").touch()
+                done.add(n)
+            time.sleep(0.5)  # a poll for the soak's requests, not a wait for a condition of the system
+
+    threading.Thread(target=serve, daemon=True).start()
+    return vcbus_main(argv)
+
+
+def holders(sites: list[tuple[str, int]], per_site: int = 100, depth: int = 12) -> str:
+    """For the newest `per_site` live objects allocated at each of `sites` (file, line), what keeps
+    them alive: the chain of holders, innermost first (an attribute, a dict key, a list), up to a
+    module or `depth`, counted by its first attribute of an object (`Class.attr`), with an example."""
+    import collections
+    import gc
+    import tracemalloc
+    import types
+
+    found: dict[tuple[str, int], collections.deque[tuple[Any, tuple[Any, ...]]]] = {
+        site: collections.deque(maxlen=per_site) for site in sites}
+
+    def take(obj: Any, via: tuple[Any, ...]) -> None:
+        """`obj` if allocated at one of the sites, with the untracked containers `via` it is held."""
+        tb = tracemalloc.get_object_traceback(obj)
+        if tb is not None and (tb[0].filename, tb[0].lineno) in found:
+            found[(tb[0].filename, tb[0].lineno)].append((obj, via))
+
+    def untracked(obj: Any) -> None:
+        """What the collector does not track below `obj` (str, and tuples and dicts of such), 3 deep:
+        gc.get_referrers cannot find their holders, so the way down is kept."""
+        below = [(ref, (obj,)) for ref in gc.get_referents(obj) if not gc.is_tracked(ref)]
+        for _ in range(3):
+            for ref, via in below:
+                take(ref, via)
+            below = [(r, (ref, *via)) for ref, via in below if isinstance(ref, (tuple, dict, frozenset))
+                     for r in gc.get_referents(ref)]
+
+    every = gc.get_objects()
+    for obj in every:
+        take(obj, ())
+        untracked(obj)
+    mine = {id(every), id(found), *(id(v) for v in found.values())}
+
+    def referrers(obj: Any) -> list[Any]:
+        refs = gc.get_referrers(obj)
+        mine.add(id(refs))
+        out = [r for r in refs if id(r) not in mine and not isinstance(r, types.FrameType)]
+        mine.add(id(out))
+        return out
+
+    def step(holder: Any, held: Any) -> tuple[str, Any]:
+        """How `holder` holds `held`, and the object to go on from (an instance for its __dict__)."""
+        if isinstance(holder, dict):
+            owner = next((o for o in referrers(holder) if getattr(o, "__dict__", None) is holder), None)
+            for key, value in holder.items():
+                if value is held:
+                    return (f"{type(owner).__qualname__}.{key}", owner) if owner is not None else (f"dict[{key!r}]"[:100], holder)
+                if key is held:
+                    return f"dict key ({len(holder)} keys)", owner if owner is not None else holder
+            return f"dict ({len(holder)} keys)", holder
+        for slot in getattr(type(holder), "__slots__", ()):
+            if getattr(holder, slot, None) is held:
+                return f"{type(holder).__qualname__}.{slot}", holder
+        size = f" ({len(holder)})" if hasattr(holder, "__len__") else ""
+        return f"{type(holder).__qualname__}{size}", holder
+
+    lines: list[str] = []
+    for (filename, lineno), objs in found.items():
+        lines.append(f"{filename}:{lineno} ({len(objs)} objects)")
+        labels: collections.Counter[str] = collections.Counter()
+        example: dict[str, str] = {}
+        sample = list(objs)
+        mine.add(id(sample))
+        for i in range(len(sample)):  # no iterator over `sample`: it would hold each object too
+            obj, via = sample[i]
+            chain, cur = [type(obj).__qualname__], obj
+            for holder in via:  # the untracked containers down to it, then the tracked ones' referrers
+                what, cur = step(holder, cur)
+                chain.append(what)
+            for _ in range(depth):
+                refs = referrers(cur)
+                if not refs:
+                    break
+                holder = next((r for r in refs if not isinstance(r, (list, tuple))), refs[0])
+                what, cur = step(holder, cur)
+                chain.append(what)
+                if isinstance(holder, types.ModuleType) or (isinstance(holder, dict) and "__name__" in holder):
+                    break
+            label = next((c for c in chain[1:] if "." in c and c[:1].isupper() and not c.startswith("dict")), chain[-1])
+            labels[label] += 1
+            example.setdefault(label, " <- ".join(chain))
+        for label, count in labels.most_common(6):
+            lines.append(f"    {count:>4}  {label}:  {example[label][:300]}")
+    del every
+    return "\n".join(lines) + "\n"
+
+
+def compare_snapshots(old: pathlib.Path, new: pathlib.Path, jobs: int, top: int = 25) -> dict:
+    """What `vcbus up` holds more in `new` than in `old`, by allocating line, and per job in between."""
+    import tracemalloc
+
+    a, b = tracemalloc.Snapshot.load(str(old)), tracemalloc.Snapshot.load(str(new))
+    grown = b.compare_to(a, "lineno")
+    total = sum(d.size_diff for d in grown)
+    return {"jobs": jobs, "grown_bytes": total, "bytes_per_job": round(total / jobs, 1) if jobs else None,
+            "held_old_bytes": sum(s.size for s in a.statistics("filename")),
+            "held_new_bytes": sum(s.size for s in b.statistics("filename")),
+            "top": [{"where": f"{d.traceback[0].filename}:{d.traceback[0].lineno}", "bytes": d.size_diff,
+                     "blocks": d.count_diff} for d in grown[:top]]}
+
+
 # --------------------------------------------------------------------------- the soak
 
 
@@ -273,13 +438,16 @@ def one_cycle(cluster: Cluster, system: Vcbus, gc: GarbageCollector, sampler: Sa
 
 
 def soak(size: dict, minutes: float, ttl: int, every: float, warmup_s: float, extra: list[str],
-         samples_out: pathlib.Path | None, log: Any) -> dict:
+         samples_out: pathlib.Path | None, log: Any, trace: tuple[pathlib.Path, int, list[int]] | None = None) -> dict:
+    """The soak; with `trace` (DIR, frames, cycles) `vcbus up` runs under tracemalloc and is
+    snapshotted after each of those cycles, and what grew between them is in `tracemalloc`."""
     import os
 
     with tempfile.TemporaryDirectory(prefix="vcbus-soak-") as tmp:
         work = pathlib.Path(tmp)
         cluster = Cluster(work, size["nodes"], complete=True)
-        system = Vcbus(work)
+        system = Vcbus(work) if trace is None else TracedVcbus(work, trace[0], trace[1])
+        snaps: list[tuple[int, pathlib.Path]] = []
         gc = sampler = None
         try:
             system.start(cluster.env.kubeconfig, extra)
@@ -295,6 +463,11 @@ def soak(size: dict, minutes: float, ttl: int, every: float, warmup_s: float, ex
                 last = sampler.samples[-1] if sampler.samples else {"rss_mb": {}}
                 log(f"cycle {len(cycles)}: {size['small']} jobs in {took:.1f} s; rss {json.dumps(last['rss_mb'])}; "
                     f"{(end - time.monotonic()) / 60:.1f} min left")
+                if isinstance(system, TracedVcbus) and trace is not None and len(cycles) in trace[2]:
+                    snaps.append((len(cycles), system.snapshot(len(cycles), system.check)))
+                    log(f"cycle {len(cycles)}: tracemalloc snapshot {snaps[-1][1]}")
+                    if len(snaps) == len(trace[2]):
+                        break
             sampler.stop()
             sampler.take()  # the state once the last cycle is over
             sampler.check()
@@ -303,11 +476,15 @@ def soak(size: dict, minutes: float, ttl: int, every: float, warmup_s: float, ex
             ratio = round(vc["rss_end_mb"] / vc["rss_warm_mb"], 3) if vc.get("rss_warm_mb") else float("nan")
             got = {"size": {"nodes": size["nodes"], "small": size["small"]}, "minutes": minutes, "ttl_s": ttl,
                   "vcbus_args": extra, "history_retention": os.environ.get("VCBUS_HISTORY_RETENTION"),
+                  "kv_marker_ttl": os.environ.get("VCBUS_KV_MARKER_TTL"),
                   "cycles": len(cycles), "jobs": len(cycles) * size["small"],
                   "cycle_p50_s": round(statistics.median(cycles), 1) if cycles else float("nan"),
                   "cycle_max_s": round(max(cycles), 1) if cycles else float("nan"),
                   "jobs_collected": gc.collected, "warmup_s": warmup_s, "samples": len(sampler.samples),
                   "memory": memory, "streams": stream_figures(sampler.samples), "ratio": ratio}
+            if len(snaps) > 1:
+                got["tracemalloc"] = [compare_snapshots(p0, p1, (c1 - c0) * size["small"])
+                                      for (c0, p0), (c1, p1) in zip(snaps, snaps[1:], strict=False)]
         finally:
             if sampler is not None:
                 sampler.stop()
@@ -322,6 +499,9 @@ def soak(size: dict, minutes: float, ttl: int, every: float, warmup_s: float, ex
 def main(argv: list[str] | None = None) -> int:
     import os
 
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--run-traced"]:  # the `vcbus up` of --tracemalloc (TracedVcbus)
+        return run_traced(pathlib.Path(argv[1]), argv[2:])
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n\n", 1)[1])
     ap.add_argument("--quick", action="store_true", help="3 minutes of W2 at the quick size (40 jobs, 20 nodes)")
@@ -334,8 +514,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ttl", type=int, default=5, help="each job's ttlSecondsAfterFinished (default 5)")
     ap.add_argument("--retention-max-bytes", help="each stream's limit, for `vcbus up` (default 16MiB; 2MiB with --quick)")
     ap.add_argument("--history-retention", default="10m", help="VCBUS_HISTORY_RETENTION for `vcbus up` (default 10m)")
+    ap.add_argument("--kv-marker-ttl", default="10m", help="VCBUS_KV_MARKER_TTL for `vcbus up` (default 10m)")
     ap.add_argument("--vcbus-arg", action="append", default=[], metavar="ARG", help="one more argument for `vcbus up`")
     ap.add_argument("--samples", type=pathlib.Path, metavar="FILE", help="append each sample to FILE as a JSON line")
+    ap.add_argument("--tracemalloc", type=pathlib.Path, metavar="DIR",
+                    help="run vcbus up under tracemalloc, dump snapshots into DIR after --snapshot-at's cycles, "
+                         "and report what grew between them (by allocating line, and bytes per job); the soak "
+                         "ends after the last of them")
+    ap.add_argument("--snapshot-at", default="10,40", metavar="N,M,...",
+                    help="the cycles after which --tracemalloc snapshots (default 10,40)")
+    ap.add_argument("--frames", type=int, default=1, help="frames tracemalloc keeps per allocation (default 1)")
     args = ap.parse_args(argv)
     size = dict(QUICK if args.quick else FULL)
     for key in ("small", "nodes"):
@@ -353,9 +541,22 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     retention = args.retention_max_bytes or ("2MiB" if args.quick else "16MiB")
     os.environ["VCBUS_HISTORY_RETENTION"] = args.history_retention  # read by `vcbus up`, the child
+    os.environ["VCBUS_KV_MARKER_TTL"] = args.kv_marker_ttl
     extra = [f"--retention-max-bytes={retention}", *args.vcbus_arg]
     log = (lambda text: print(text, file=sys.stderr, flush=True)) if args.json else (lambda text: print(text, flush=True))
-    got = soak(size, minutes, args.ttl, every, warmup * 60, extra, args.samples, log)
+    trace = None
+    if args.tracemalloc is not None:
+        try:
+            at = sorted({int(c) for c in args.snapshot_at.split(",")})
+        except ValueError:
+            print(f"soak: --snapshot-at {args.snapshot_at!r}: not a list of cycle numbers", file=sys.stderr)
+            return 2
+        if len(at) < 2 or at[0] < 1:
+            print(f"soak: --snapshot-at {args.snapshot_at!r}: needs two cycles or more, from 1", file=sys.stderr)
+            return 2
+        args.tracemalloc.mkdir(parents=True, exist_ok=True)
+        trace = (args.tracemalloc.resolve(), max(1, args.frames), at)
+    got = soak(size, minutes, args.ttl, every, warmup * 60, extra, args.samples, log, trace)
     if args.json:
         print(json.dumps(got))
         return 0
@@ -369,6 +570,11 @@ def main(argv: list[str] | None = None) -> int:
     for name, f in sorted(got["streams"].items()):
         print(f"{name:22}{f['max_bytes'] or '-'!s:>12}{f['bytes_peak']:>12}{f['bytes_last']:>12}{f['msgs_peak']:>10}  {f['within']}")
     print(f"ratio (vcbus end RSS / warm RSS): {got['ratio']}")
+    for diff in got.get("tracemalloc", ()):
+        print(f"\ntracemalloc: {diff['grown_bytes']} bytes more over {diff['jobs']} jobs ({diff['bytes_per_job']} per job); "
+              f"held {diff['held_old_bytes']} -> {diff['held_new_bytes']}")
+        for row in diff["top"]:
+            print(f"  {row['bytes']:>10} B {row['blocks']:>7} blocks  {row['where']}")
     return 0
 
 
