@@ -216,8 +216,8 @@ async def wait_settled(js, bridge: Bridge, timeout: float = 10.0) -> None:
 
 
 @contextlib.asynccontextmanager
-async def bridge_running(js, api, ns: str):
-    bridge = Bridge(js, api, namespace=ns)
+async def bridge_running(js, api, ns: str, *, nc=None):
+    bridge = Bridge(js, api, namespace=ns, nc=nc)
     stop = asyncio.Event()
     task = asyncio.create_task(bridge.run(stop), name="test-bridge")
     try:
@@ -239,6 +239,12 @@ async def bridge_running(js, api, ns: str):
 async def js(bus_settings):
     async with open_bus(bus_settings) as bus:
         yield bus.js
+
+
+@pytest.fixture
+async def bus(bus_settings):
+    async with open_bus(bus_settings) as bus:
+        yield bus
 
 
 def assert_no_repeats(recs: list[Rec]) -> None:
@@ -423,6 +429,30 @@ async def test_restart_resumes_from_the_stored_position(k8s, k8s_namespace, js):
     assert_no_repeats(recs)
     assert [r.seq for r in recs] == sorted(r.seq for r in recs)
     assert second.published == 3, "the restarted bridge re-published what the first had stored"
+
+
+async def test_a_burst_is_one_atomic_batch_and_a_relist_stores_nothing_twice(k8s, k8s_namespace, bus):
+    """Given the bus's connection, as `vcbus up` runs it, the bridge stores a burst of records as one
+    JetStream atomic batch (one fsync for all of them); a relist after the position was lost sends
+    every pod again under its msg id: the batch holding repeats is stored message by message and
+    JetStream drops each one."""
+    js, api, ns = bus.js, k8s.api_client(), k8s_namespace
+    for i in range(40):  # while no bridge runs: its first list is one burst
+        await create(api, "pods", ns, pod(f"burst-{i}", "a"))
+    async with bridge_running(js, api, ns, nc=bus.nc) as first:
+        pods = [r for r in await wait_recs(js, ns, 40) if r.kind == "Pod"]
+        await wait_settled(js, first)
+    assert len(pods) == 40
+    batches = {r.headers.get("Nats-Batch-Id") for r in pods}
+    assert None not in batches and len(batches) <= 3, batches  # atomic batches, not 40 single publishes
+
+    kv = await js.key_value(BRIDGE_BUCKET)
+    await kv.delete(position_key("pods", ns))  # the next bridge lists the pods again
+    async with bridge_running(js, api, ns, nc=bus.nc) as second:
+        await wait_settled(js, second)
+    recs = await quiet_then_recs(js, ns)
+    assert sorted(r.name for r in recs if r.kind == "Pod") == sorted(f"burst-{i}" for i in range(40))
+    assert_no_repeats(recs)
 
 
 async def test_a_stored_position_that_cannot_be_read_is_a_fresh_list(k8s, k8s_namespace, js, caplog):

@@ -43,11 +43,15 @@ node, whoever scheduled it, because it uses the node's resources
 scheduler is published from the moment it has a node. Other pods never reach
 the bus.
 
-Publishing: each resource's loop publishes its records with up to 256 acknowledgements outstanding
-(vcbus.bus.publisher's window) and waits for them once per 256 records, or when its watch has been
-quiet for `idle_flush`. Every wait stops the loop from taking the next records, and with fsync on
-every write an acknowledgement comes only once the server has synced what came before it. With a
-wait every 64 records, the pod loop of a 1,000-pod gang restart on a loaded two-core machine spent
+Publishing: each resource's loop stores its records in batches of up to 256 (vcbus.bus.publisher's
+window), one batch whenever it has 256 or its watch has been quiet for `idle_flush`, and waits for
+each batch to be stored before it takes the next records. Given the bus's connection (`nc`, as
+`vcbus up` gives it), a batch of 16 or more is one JetStream atomic batch (vcbus.bus.batching: one
+fsync for the batch under `sync_interval: always`, where message by message costs one each; a batch
+holding a record the stream already has, as after a restart, is stored message by message and the
+repeats are dropped); fewer go message by message, for their latency. Every wait stops the loop,
+and with fsync on every write an acknowledgement comes only once the server has synced what came
+before it. With a wait every 64 records, each message on its own, the pod loop of a 1,000-pod gang restart on a loaded two-core machine spent
 52 s of the run's 60 waiting (163 waits, 248 ms at the median), and a pod's ADDED reached the loop
 3.75 s after its creation at the median (the watch thread had it after 0.95 s); with one wait per
 256, 2.23 s (0.58 s), and the restart's recovery went from 32.3 to 19.7 s (benchmarks/cluster.py
@@ -101,7 +105,9 @@ from nats.js.errors import KeyNotFoundError
 from statemachines.model import timefmt
 from statemachines.model.records import decode
 from vcbus import retries
+from vcbus.bus.batching import BatchWriter
 from vcbus.bus.publisher import Publisher, prepare
+from vcbus.bus.subjects import K8S_STREAM
 from vcbus.cronjobs.zonedata import cronjob_zones
 from vcbus.k8s import positions
 from vcbus.k8s.apierrors import PermissionDenied, denied, permission_denied
@@ -224,8 +230,11 @@ class Bridge:
         resources: tuple[str, ...] = RESOURCES,
         batch: int = 256,  # the publisher's window: one wait for acknowledgements per window of records
         idle_flush: float = 0.05,
+        nc: Any = None,
     ) -> None:
         self.js = js
+        self.nc = nc  # the bus's connection: with it, each flush is one atomic batch (see the module docstring)
+        self._atomic: bool | None = None  # whether VCBUS_K8S takes atomic batches (read once)
         self.api = api_client
         self.namespace = namespace
         self.resources = resources
@@ -242,6 +251,15 @@ class Bridge:
         self.owners_seen: set[str] = set()  # uids of the pods' owners the owners' loops have forwarded
         self.owner_seen = asyncio.Event()  # set when one more is
         self.owner_waits = 0  # pods that waited for their owner (tests)
+
+    async def _writer(self) -> BatchWriter | None:
+        """A writer of atomic batches on the bus's connection, or None: no connection given, or a stream
+        (or a server older than 2.12) that takes none; then every record is published on its own."""
+        if self.nc is None:
+            return None
+        if self._atomic is None:
+            self._atomic = bool((await self.js.stream_info(K8S_STREAM)).config.allow_atomic)
+        return BatchWriter(self.nc) if self._atomic else None
 
     async def _kv(self):
         try:
@@ -325,7 +343,8 @@ class Bridge:
         watcher.start()
         if probe is not None:
             probe.add_done_callback(_wake_unless_installed(wake))  # a "no" (or a failure) is the loop's to act on
-        publisher = Publisher(self.js)
+        writer = await self._writer()
+        publisher = Publisher(self.js, writer=writer)
         pending = 0
         saved = watcher.resource_version
         saved_at = loop.time()
@@ -373,6 +392,8 @@ class Bridge:
         finally:
             relay.cancel()
             watcher.on_item = None
+            if writer is not None:
+                await writer.close()
 
     async def _forward(self, kv: Any, key: str, watcher: ResourceWatcher, resource: str, event: dict | None,
                        wanted: Any, publisher: Publisher, pending: int, saved: str | None,

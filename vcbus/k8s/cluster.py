@@ -99,7 +99,7 @@ class ClusterSide:
         """`bus` is the bridge's; `actuator_bus` the actuator's when it connects as its own NATS user;
         `ahead` False: the actuator applies only stored commands (vcbus.k8s.ahead); `concurrency`: the
         actuator's API commands in flight at once."""
-        self.bridge = Bridge(bus.js, api_client, namespace=namespace)
+        self.bridge = Bridge(bus.js, api_client, namespace=namespace, nc=bus.nc)
         self.actuator = None if observe_only else ActuatorService(
             actuator_bus or bus, api_client, fence=fence, ahead=ahead, concurrency=concurrency,
             cache=WatchCache(self.bridge.watchers))  # what the bridge watches, the actuator reads first
