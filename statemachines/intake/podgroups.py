@@ -10,7 +10,10 @@ phase, and decides with its own PodGroup, as Volcano's sync reads the job's
 PodGroup by its name (`<job>-<uid>`). A change of its phase seen in a MODIFIED record (the scheduler's write)
 runs one pass of the job, with JobUnknown when the phase is Unknown. A
 PodGroup vcbus deleted (`pg_gone`) is ignored until its DELETED record. Its latest
-condition is kept for the job's PodGroupPending event (`latest_pending`).
+condition is kept for the job's PodGroupPending event (`latest_pending`). A DELETED
+record of a job already gone (Kubernetes' garbage collector deletes the PodGroup
+after its vcjob) leaves nothing behind: the job's entry, if it still has one, goes
+once it holds no pods (as a job's DELETED record and its last pod's do).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from statemachines.cache import PodGroupState
+from statemachines.intake.jobs import forget_if_empty
 from statemachines.model.objects import PodGroup, is_vcjob_ref, job_key
 from statemachines.model.vocabulary import Event
 from statemachines.policies import Request
@@ -45,16 +49,22 @@ def on_podgroup(engine: Any, rtype: str, pg: PodGroup) -> None:
             requested = ref.name
             if is_vcjob_ref(ref):
                 owner = ref.name
+    if rtype == "DELETED":
+        entry = engine.jobs.get(job_key(meta.namespace, owner))
+        if entry is None:
+            return  # its job gone and forgotten (Kubernetes' garbage collector deletes the PodGroup after it)
+        if meta.uid in entry.pg_gone:
+            entry.pg_gone.discard(meta.uid)
+        else:
+            current = entry.pg
+            if current is not None and current.uid in ("", meta.uid) and current.name == meta.name:
+                entry.pg = None
+        forget_if_empty(engine, entry)
+        return
     entry = engine.entry(meta.namespace, owner)
     if meta.uid in entry.pg_gone:
-        if rtype == "DELETED":
-            entry.pg_gone.discard(meta.uid)
         return
     current = entry.pg
-    if rtype == "DELETED":
-        if current is not None and current.uid in ("", meta.uid) and current.name == meta.name:
-            entry.pg = None
-        return
     phase = pg.status.phase
     if current is None or current.name != meta.name or (current.uid and current.uid != meta.uid):
         entry.pg = current = PodGroupState(meta.name, meta.uid, "")
