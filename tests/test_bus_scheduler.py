@@ -292,8 +292,8 @@ def test_the_configmap_of_a_volcano_install_is_a_config(tmp_path):
 
 
 def test_which_services_up_runs():
-    from vcbus.cli.up import choose_services
     from vcbus.errors import UserError
+    from vcbus.services import choose_services
 
     assert choose_services((), cluster=True, observe_only=False, no_scheduler=False) == ("decider", "projector", "scheduler")
     assert choose_services((), cluster=True, observe_only=False, no_scheduler=True) == ("decider", "projector")

@@ -86,7 +86,7 @@ async def test_the_services_survive_a_server_restart(tmp_path, seed_log):
 
     from tests.fixtures_nats import publish_file
     from vcbus.bus import subjects as s
-    from vcbus.cli.up import run_services
+    from vcbus.services import run_services
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

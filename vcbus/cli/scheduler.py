@@ -11,7 +11,8 @@ import click
 
 from vcbus.bus.connecting import open_bus
 from vcbus.cli.operating import Operations, operations_options
-from vcbus.cli.up import duration, log_scheduler_stats, setup_logging
+from vcbus.cli.up import duration, setup_logging
+from vcbus.services import log_scheduler_stats
 from vcbus.settings import BusSettings, bus_options, from_flags
 
 HELP = """Run the scheduler service: Volcano's scheduling sessions over the bus's log, decisions to the bus.
