@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pathlib
+import re
+
 import pytest
 
 from vcbus import retries
@@ -56,3 +59,23 @@ def test_a_policy_without_attempts_never_gives_up():
     for _ in range(1000):
         streak.failed()
     assert not streak.exhausted() and retries.SESSION_UNTIL_IDLE.gives_up(5)
+
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+# Waits with a fixed interval that are no retry loop: a process's start polled for its port or its
+# exit (the embedded nats-server), and a yield to the client's flusher.
+NOT_RETRIES = {
+    ("vcbus/bus/server.py", "time.sleep(0.01)"),
+    ("vcbus/bus/server.py", "time.sleep(0.05)"),
+    ("vcbus/bus/storing.py", "asyncio.sleep(0)"),
+}
+
+
+def test_every_retry_loop_of_vcbus_waits_by_a_policy():
+    """No loop of vcbus/ waits a fixed interval between tries (the readers' resubscribe and the embedded
+    cluster's wait for its leaders did: 0.2 s); the known other fixed waits are listed, and still there."""
+    fixed = set()
+    for path in sorted((ROOT / "vcbus").rglob("*.py")):
+        for call in re.findall(r"\b(?:time|asyncio)\.sleep\(\s*[0-9.]+\s*\)", path.read_text()):
+            fixed.add((str(path.relative_to(ROOT)), call))
+    assert fixed == NOT_RETRIES

@@ -105,3 +105,9 @@ WATCH = Policy(0.1, 5.0)
 API = Policy(0.2, 30.0)
 # `vcbus up` waiting for the API server to answer /version (vcbus.k8s.reach).
 REACH = Policy(0.5, 30.0)
+# A stream reader whose consumer went with its server, subscribing again (vcbus.bus.reading), for as
+# long as its outage allowance (reading.UNAVAILABLE_FOR) lasts.
+RESUBSCRIBE = Policy(0.1, 2.0)
+# The embedded cluster's start, waiting for JetStream's meta leader and a leader for every stored
+# stream (vcbus.bus.cluster.wait_for_jetstream), until its timeout.
+LEADERS = Policy(0.05, 1.0)

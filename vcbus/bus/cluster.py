@@ -25,6 +25,7 @@ import pathlib
 import socket
 import time
 
+from vcbus import retries
 from vcbus.bus.errors import ServerError
 from vcbus.bus.server import EmbeddedServer
 
@@ -184,17 +185,18 @@ def wait_for_jetstream(urls: list[str], timeout: float) -> None:
         try:
             await nc.connect(servers=urls, connect_timeout=2, max_reconnect_attempts=2, allow_reconnect=True)
             deadline = time.monotonic() + timeout
+            waits = retries.Streak(retries.LEADERS)
             while time.monotonic() < deadline:
                 try:
                     js = nc.jetstream(timeout=2)
                     await js.account_info()
-                    waiting = [i.config.name for i in await js.streams_info() if not (i.cluster and i.cluster.leader)]
+                    waiting = [str(i.config.name) for i in await js.streams_info() if not (i.cluster and i.cluster.leader)]
                     if not waiting:
                         return ""
                     last = f"no leader yet for {', '.join(waiting)}"
                 except Exception as err:  # no meta leader yet: timeout or 503
                     last = str(err) or type(err).__name__
-                await asyncio.sleep(0.2)
+                await asyncio.sleep(min(waits.failed(), max(0.0, deadline - time.monotonic())))
             return last
         finally:
             await nc.close()

@@ -30,6 +30,8 @@ from nats.js import JetStreamContext
 from nats.js import api
 from nats.js.errors import NotFoundError, ServiceUnavailableError
 
+from vcbus import retries
+
 INACTIVE = 120.0  # seconds before the server drops an abandoned reader's consumer
 UNAVAILABLE_FOR = 60.0  # seconds of "no responders" (503) a reader outlasts before it gives up
 
@@ -106,6 +108,7 @@ async def read_stream(
     expected = 1
     last_stream_seq = 0
     unavailable_since: float | None = None
+    waits = retries.Streak(retries.RESUBSCRIBE)  # the waits of one outage
     try:
         if not follow and pending == 0:
             return
@@ -113,11 +116,12 @@ async def read_stream(
             try:
                 msgs = await sub.fetch(batch, timeout=idle)
                 unavailable_since, lost = None, False
+                waits.reset()
             except ServiceUnavailableError:
                 # 503 "no responders": in a cluster the pull reached no server holding the consumer
                 # (its interest not propagated yet, or its server restarted and an R1 in-memory
                 # consumer went with it). Read on through a new consumer from the last message kept.
-                unavailable_since = await _outlast(unavailable_since)
+                unavailable_since = await _outlast(unavailable_since, waits)
                 msgs, lost = [], True
             except (nats.errors.TimeoutError, asyncio.TimeoutError):
                 if follow:
@@ -126,7 +130,7 @@ async def read_stream(
                 try:
                     info_now = await sub.consumer_info()
                 except (NotFoundError, ServiceUnavailableError, nats.errors.TimeoutError):
-                    unavailable_since = await _outlast(unavailable_since)  # the consumer went with its server
+                    unavailable_since = await _outlast(unavailable_since, waits)  # the consumer went with its server
                     msgs, lost = [], True
                 else:
                     if not info_now.num_pending:
@@ -170,7 +174,7 @@ async def read_stream(
                         sub, pending, name = await _subscribe(js, stream, cfg)
                         break
                     except (ServiceUnavailableError, nats.errors.TimeoutError):  # no stream leader yet
-                        unavailable_since = await _outlast(unavailable_since)
+                        unavailable_since = await _outlast(unavailable_since, waits)
                 expected = 1
     finally:
         with contextlib.suppress(Exception):
@@ -179,12 +183,13 @@ async def read_stream(
             await sub.unsubscribe()
 
 
-async def _outlast(since: float | None) -> float:
-    """Wait a little before reading on through a new consumer; raise after UNAVAILABLE_FOR."""
+async def _outlast(since: float | None, waits: retries.Streak) -> float:
+    """Wait (the RESUBSCRIBE policy's next wait) before reading on through a new consumer; raise after
+    UNAVAILABLE_FOR."""
     now = asyncio.get_running_loop().time()
     if since is not None and now - since > UNAVAILABLE_FOR:
         raise nats.errors.TimeoutError  # the stream's servers stayed unreachable
-    await asyncio.sleep(0.2)
+    await asyncio.sleep(waits.failed())
     return now if since is None else since
 
 
