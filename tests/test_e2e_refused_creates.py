@@ -157,9 +157,18 @@ def test_a_refused_pod_is_created_once_the_api_server_allows_it(k8s, kwok, nats_
         refuse.lift()
         wait("the refusal lifted", lambda: admitted(api, ns))
         core.patch_namespaced_pod(pods[0], ns, {"metadata": {"labels": {"touched": "1"}}})  # one more sync
+        # created at that sync, or, when the create it answers was refused just before the lift (its REFUSED
+        # record comes after the touch), at the requeue that refusal set: Volcano's backoff, up to 82 s
+        want = [f"{name}-worker-{i}" for i in range(3)]
+        wait("the refused pod created after the refusal was lifted",
+             lambda: sorted(p["metadata"]["name"] for p in cluster.pods([name])) == want)
+        # and running, the job's status saying so: KWOK moves the new pod on after vcbus has caught up
+        wait("the three pods Running in the job's status",
+             lambda: sum(p["status"].get("phase") == "Running" for p in cluster.pods([name])) == 3
+             and (cluster.job(name).get("status") or {}).get("running") == 3)
         wait("vcbus settled", lambda: cluster.settled(nats_server.url))
         created = sorted(p["metadata"]["name"] for p in cluster.pods([name]))
-        assert created == [f"{name}-worker-{i}" for i in range(3)], f"after the refusal was lifted the job has only {created}"
+        assert created == want, f"after the refusal was lifted the job has only {created}"
         failed = [e for e in core.list_namespaced_event(ns).items
                   if e.reason == "FailedCreate" and e.involved_object.kind == "Job" and e.involved_object.name == name]
         assert failed and all(e.type == "Warning" and "Error creating pods: [failed to create pod" in e.message
