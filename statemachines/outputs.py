@@ -14,7 +14,7 @@ the JSON Schemas in docs/schemas/ are generated from them.
 
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import Any, Union, cast
 
 import msgspec
 from msgspec import Struct
@@ -25,6 +25,7 @@ from statemachines.model.status import JobStatus
 
 
 # Not keyword-only itself (its subclasses are): `ActionResolved` is made by position, below.
+# Each subclass says `frozen=True` again: msgspec inherits it, mypy (reading Struct as a dataclass_transform) does not.
 class Output(Struct, frozen=True, tag_field="type", rename="camel", omit_defaults=True, gc=False):
     job: str  # "<namespace>/<name>"; "_/<queue>"; "<namespace>/<kind>:<name>" (statemachines.hosted.owner_key)
     seq: int  # position of the causing record
@@ -34,7 +35,7 @@ class Output(Struct, frozen=True, tag_field="type", rename="camel", omit_default
 # ------------------------------------------------------------------ domain events
 
 
-class JobObserved(Output, tag="job.observed.v1", kw_only=True):
+class JobObserved(Output, tag="job.observed.v1", kw_only=True, frozen=True):
     """The job was seen for the first time (ADDED, or the first record of a log)."""
 
     uid: str = ""
@@ -44,7 +45,7 @@ class JobObserved(Output, tag="job.observed.v1", kw_only=True):
     status: JobStatus | None = None  # the adopted status object, as the log showed it (None: none adopted)
 
 
-class JobDeleted(Output, tag="job.deleted.v1", kw_only=True):
+class JobDeleted(Output, tag="job.deleted.v1", kw_only=True, frozen=True):
     """The vcjob object was deleted; its pods go by ownerReference GC."""
 
     uid: str = ""
@@ -53,7 +54,7 @@ class JobDeleted(Output, tag="job.deleted.v1", kw_only=True):
 # Not keyword-only, unlike every other output's own fields: one of these is made for every request,
 # and matching its 14 keywords costs as much as making it, so `statemachines.worker.process` passes
 # them by position (and asserts the order it relies on). (A comment: the docstring is the schema's.)
-class ActionResolved(Output, tag="job.action.resolved.v1"):
+class ActionResolved(Output, tag="job.action.resolved.v1", frozen=True):
     """A bus event (or a command, or a fired timer) resolved to an action."""
 
     event: str = ""  # the bus event ("" for a PodGroup phase change)
@@ -69,7 +70,7 @@ class ActionResolved(Output, tag="job.action.resolved.v1"):
     policy_text: str = ""  # the matched policy by its content: "PodFailed -> RestartJob (job policy 1)"
 
 
-class PhaseChanged(Output, tag="job.phase.changed.v1", kw_only=True):
+class PhaseChanged(Output, tag="job.phase.changed.v1", kw_only=True, frozen=True):
     """`status.state.phase` moved."""
 
     from_phase: str = msgspec.field(default="", name="from")
@@ -80,7 +81,7 @@ class PhaseChanged(Output, tag="job.phase.changed.v1", kw_only=True):
     cause: str = ""  # why it moved, in words: "retries exhausted (retryCount 3 of maxRetry 3)"
 
 
-class TaskPhaseChanged(Output, tag="task.phase.changed.v1", kw_only=True):
+class TaskPhaseChanged(Output, tag="task.phase.changed.v1", kw_only=True, frozen=True):
     """A task's phase moved (the task machine, statemachines/task/): Pending, Running, Completed, Failed.
 
     Not a Volcano status field: Volcano keeps no task phase, only the per-task pod
@@ -104,13 +105,13 @@ class TaskPhaseChanged(Output, tag="task.phase.changed.v1", kw_only=True):
     restarts: int = 0
 
 
-class StatusChanged(Output, tag="job.status.changed.v1", kw_only=True):
+class StatusChanged(Output, tag="job.status.changed.v1", kw_only=True, frozen=True):
     """The controller wrote a new status (the full object, as on the vcjob)."""
 
     status: JobStatus
 
 
-class TimerScheduled(Output, tag="job.timer.scheduled.v1", kw_only=True):
+class TimerScheduled(Output, tag="job.timer.scheduled.v1", kw_only=True, frozen=True):
     """A policy with a timeout: `action` fires at `due` unless cancelled."""
 
     timer: str  # timer id, unique per job
@@ -124,23 +125,23 @@ class TimerScheduled(Output, tag="job.timer.scheduled.v1", kw_only=True):
     policy: str = ""
 
 
-class TimerCancelled(Output, tag="job.timer.cancelled.v1", kw_only=True):
+class TimerCancelled(Output, tag="job.timer.cancelled.v1", kw_only=True, frozen=True):
     timer: str
     reason: str = ""
 
 
-class TimerFired(Output, tag="job.timer.fired.v1", kw_only=True):
+class TimerFired(Output, tag="job.timer.fired.v1", kw_only=True, frozen=True):
     timer: str
     action: str
 
 
-class SyncFailed(Output, tag="job.sync.failed.v1", kw_only=True):
+class SyncFailed(Output, tag="job.sync.failed.v1", kw_only=True, frozen=True):
     """A sync could not proceed (queue missing...); after the requeue limit: TerminateJob."""
 
     message: str
 
 
-class Divergence(Output, tag="job.divergence.v1", kw_only=True):
+class Divergence(Output, tag="job.divergence.v1", kw_only=True, frozen=True):
     """A status recorded in the log differs from what vcbus decided."""
 
     field: str  # "phase" or "retryCount"
@@ -160,7 +161,7 @@ class Divergence(Output, tag="job.divergence.v1", kw_only=True):
 # `<ns>/<podgroup>`; queue outputs use `_/<queue>` and session outputs `_/scheduler`.
 
 
-class SchedulingSession(Output, tag="sched.session.v1", kw_only=True):
+class SchedulingSession(Output, tag="sched.session.v1", kw_only=True, frozen=True):
     """One scheduling session ran over the projection cut at `seq` (job `_/scheduler`)."""
 
     session: int  # 1-based session number
@@ -172,7 +173,7 @@ class SchedulingSession(Output, tag="sched.session.v1", kw_only=True):
     evictions: int = 0
 
 
-class JobEnqueued(Output, tag="sched.job.enqueued.v1", kw_only=True):
+class JobEnqueued(Output, tag="sched.job.enqueued.v1", kw_only=True, frozen=True):
     """enqueue admitted a PodGroup: Pending -> Inqueue."""
 
     session: int = 0
@@ -180,7 +181,7 @@ class JobEnqueued(Output, tag="sched.job.enqueued.v1", kw_only=True):
     queue: str = ""
 
 
-class PodAllocated(Output, tag="sched.pod.allocated.v1", kw_only=True):
+class PodAllocated(Output, tag="sched.pod.allocated.v1", kw_only=True, frozen=True):
     """A committed allocation: the pod goes to `node` (a Bind command follows)."""
 
     session: int = 0
@@ -192,7 +193,7 @@ class PodAllocated(Output, tag="sched.pod.allocated.v1", kw_only=True):
     action: str = "allocate"  # allocate | backfill | preempt | reclaim
 
 
-class PodBound(Output, tag="sched.pod.bound.v1", kw_only=True):
+class PodBound(Output, tag="sched.pod.bound.v1", kw_only=True, frozen=True):
     """The log shows the pod on its node (`spec.nodeName`) after vcbus bound it."""
 
     session: int = 0
@@ -202,7 +203,7 @@ class PodBound(Output, tag="sched.pod.bound.v1", kw_only=True):
     node: str
 
 
-class PodEvicted(Output, tag="sched.pod.evicted.v1", kw_only=True):
+class PodEvicted(Output, tag="sched.pod.evicted.v1", kw_only=True, frozen=True):
     """preempt or reclaim chose the pod as a victim (an EvictPod command follows)."""
 
     session: int = 0
@@ -214,7 +215,7 @@ class PodEvicted(Output, tag="sched.pod.evicted.v1", kw_only=True):
     preemptor: str = ""  # "<ns>/<pod>" it makes room for
 
 
-class JobUnschedulable(Output, tag="sched.job.unschedulable.v1", kw_only=True):
+class JobUnschedulable(Output, tag="sched.job.unschedulable.v1", kw_only=True, frozen=True):
     """The gang did not fit: Volcano's `Unschedulable` condition message (its FitError)."""
 
     session: int = 0
@@ -223,7 +224,7 @@ class JobUnschedulable(Output, tag="sched.job.unschedulable.v1", kw_only=True):
     message: str = ""
 
 
-class QueueStateChanged(Output, tag="queue.state.changed.v1", kw_only=True):
+class QueueStateChanged(Output, tag="queue.state.changed.v1", kw_only=True, frozen=True):
     """The queue controller moved a queue's `status.state` (job `_/<queue>`)."""
 
     queue: str
@@ -232,7 +233,7 @@ class QueueStateChanged(Output, tag="queue.state.changed.v1", kw_only=True):
     action: str = ""  # OpenQueue | CloseQueue | SyncQueue
 
 
-class JobExpired(Output, tag="job.ttl.expired.v1", kw_only=True):
+class JobExpired(Output, tag="job.ttl.expired.v1", kw_only=True, frozen=True):
     """The garbage collector: a finished job's ttlSecondsAfterFinished is up (DeleteJob follows)."""
 
     uid: str = ""
@@ -240,7 +241,7 @@ class JobExpired(Output, tag="job.ttl.expired.v1", kw_only=True):
     ttl_seconds: int = 0
 
 
-class RecordPoisoned(Output, tag="record.poison.v1", kw_only=True):
+class RecordPoisoned(Output, tag="record.poison.v1", kw_only=True, frozen=True):
     """A record a bus service could not decode or decide was set aside (acked, not retried).
 
     `job` is the record's job when it can be told, else `_/poison`. `stream`/`sequence`
@@ -254,7 +255,7 @@ class RecordPoisoned(Output, tag="record.poison.v1", kw_only=True):
     reason: str = ""
 
 
-class RecordRetried(Output, tag="record.retried.v1", kw_only=True):
+class RecordRetried(Output, tag="record.retried.v1", kw_only=True, frozen=True):
     """A poisoned record's copy (`vcbus poison retry`) was decided without failure."""
 
     stream: str = ""
@@ -267,7 +268,7 @@ class RecordRetried(Output, tag="record.retried.v1", kw_only=True):
 # `TimerScheduled`/`TimerCancelled`/`TimerFired` (action `SyncCronJob`).
 
 
-class CronJobStateChanged(Output, tag="cronjob.state.changed.v1", kw_only=True):
+class CronJobStateChanged(Output, tag="cronjob.state.changed.v1", kw_only=True, frozen=True):
     """The CronJob machine moved (statemachines/cronjobs/machine.py)."""
 
     from_state: str = ""
@@ -275,7 +276,7 @@ class CronJobStateChanged(Output, tag="cronjob.state.changed.v1", kw_only=True):
     cause: str = ""
 
 
-class CronJobRunChanged(Output, tag="cronjob.run.changed.v1", kw_only=True):
+class CronJobRunChanged(Output, tag="cronjob.run.changed.v1", kw_only=True, frozen=True):
     """A run (one scheduled time, named as its vcjob) moved; `cause` says why, in words."""
 
     run: str  # the vcjob's name, `<cronjob>-<scheduled minutes since the epoch>`
@@ -290,7 +291,7 @@ class CronJobRunChanged(Output, tag="cronjob.run.changed.v1", kw_only=True):
 # JobFlow are `RecordEvent` (kind JobFlow), its failed syncs' retries timers of action `SyncJobFlow`.
 
 
-class JobFlowStateChanged(Output, tag="jobflow.state.changed.v1", kw_only=True):
+class JobFlowStateChanged(Output, tag="jobflow.state.changed.v1", kw_only=True, frozen=True):
     """The JobFlow machine moved (statemachines/jobflows/machine.py): `status.state.phase`, or Deleted."""
 
     from_state: str = ""
@@ -298,7 +299,7 @@ class JobFlowStateChanged(Output, tag="jobflow.state.changed.v1", kw_only=True):
     cause: str = ""
 
 
-class JobFlowSyncFailed(Output, tag="jobflow.sync.failed.v1", kw_only=True):
+class JobFlowSyncFailed(Output, tag="jobflow.sync.failed.v1", kw_only=True, frozen=True):
     """A JobFlow's sync stopped before its status write (a JobTemplate not found, a phase Volcano does not know)."""
 
     message: str
@@ -335,7 +336,7 @@ DOMAIN_EVENTS = (
 # ------------------------------------------------------------------ commands
 
 
-class CreatePod(Output, tag="cmd.pod.create.v1", kw_only=True):
+class CreatePod(Output, tag="cmd.pod.create.v1", kw_only=True, frozen=True):
     name: str
     task: str
     index: int
@@ -345,7 +346,7 @@ class CreatePod(Output, tag="cmd.pod.create.v1", kw_only=True):
     pod: dict[str, Any] | None = None  # the full manifest, when the engine renders pods
 
 
-class DeletePod(Output, tag="cmd.pod.delete.v1", kw_only=True):
+class DeletePod(Output, tag="cmd.pod.delete.v1", kw_only=True, frozen=True):
     name: str
     uid: str = ""
     task: str = ""
@@ -353,7 +354,7 @@ class DeletePod(Output, tag="cmd.pod.delete.v1", kw_only=True):
     reason: str = ""  # "kill" or "scale-down" or "out-of-sync"
 
 
-class CreatePodGroup(Output, tag="cmd.podgroup.create.v1", kw_only=True):
+class CreatePodGroup(Output, tag="cmd.podgroup.create.v1", kw_only=True, frozen=True):
     name: str
     job_uid: str = ""
     min_member: int = 0
@@ -363,18 +364,18 @@ class CreatePodGroup(Output, tag="cmd.podgroup.create.v1", kw_only=True):
     podgroup: dict[str, Any] | None = None
 
 
-class UpdatePodGroup(Output, tag="cmd.podgroup.update.v1", kw_only=True):
+class UpdatePodGroup(Output, tag="cmd.podgroup.update.v1", kw_only=True, frozen=True):
     name: str
     min_member: int = 0
     min_task_member: dict[str, int] = {}
     priority_class_name: str = ""
 
 
-class DeletePodGroup(Output, tag="cmd.podgroup.delete.v1", kw_only=True):
+class DeletePodGroup(Output, tag="cmd.podgroup.delete.v1", kw_only=True, frozen=True):
     name: str
 
 
-class CreateWorkloadPodGroup(Output, tag="cmd.podgroup.workload.create.v1", kw_only=True):
+class CreateWorkloadPodGroup(Output, tag="cmd.podgroup.workload.create.v1", kw_only=True, frozen=True):
     """The PodGroup of a pod no vcjob owns (Volcano's podgroup controller; statemachines/podgroups/).
 
     Job key `<namespace>/<name>`: the PodGroup's. Created only while `pod` (uid `pod_uid`) exists
@@ -386,7 +387,7 @@ class CreateWorkloadPodGroup(Output, tag="cmd.podgroup.workload.create.v1", kw_o
     podgroup: dict[str, Any] = {}  # the manifest (statemachines.podgroups.manifest.build_podgroup)
 
 
-class DeleteWorkloadPodGroup(Output, tag="cmd.podgroup.workload.delete.v1", kw_only=True):
+class DeleteWorkloadPodGroup(Output, tag="cmd.podgroup.workload.delete.v1", kw_only=True, frozen=True):
     """Delete the PodGroup of a ReplicaSet or StatefulSet scaled to 0 replicas (Volcano's podgroup
     controller, `addReplicaSet` / `addStatefulSet`; statemachines/podgroups/). Job key
     `<namespace>/<name>`: the PodGroup's, `podgroup-<owner_uid>`. Only a PodGroup owned by that
@@ -396,7 +397,7 @@ class DeleteWorkloadPodGroup(Output, tag="cmd.podgroup.workload.delete.v1", kw_o
     owner_uid: str
 
 
-class AnnotatePodGroupName(Output, tag="cmd.pod.podgroup.v1", kw_only=True):
+class AnnotatePodGroupName(Output, tag="cmd.pod.podgroup.v1", kw_only=True, frozen=True):
     """Write `scheduling.k8s.io/group-name: <podgroup>` on a pod that has none (Volcano's
     `updatePodAnnotations`); job key `<namespace>/<podgroup>`."""
 
@@ -405,7 +406,7 @@ class AnnotatePodGroupName(Output, tag="cmd.pod.podgroup.v1", kw_only=True):
     podgroup: str
 
 
-class CreatePVC(Output, tag="cmd.pvc.create.v1", kw_only=True):
+class CreatePVC(Output, tag="cmd.pvc.create.v1", kw_only=True, frozen=True):
     """A PersistentVolumeClaim for a `spec.volumes[]` entry with a `volumeClaim` and no name (§6.4)."""
 
     name: str
@@ -413,7 +414,7 @@ class CreatePVC(Output, tag="cmd.pvc.create.v1", kw_only=True):
     claim: dict[str, Any] = {}  # the PVC spec (`volumeClaim`)
 
 
-class UpdateJobStatus(Output, tag="cmd.job.status.v1", kw_only=True):
+class UpdateJobStatus(Output, tag="cmd.job.status.v1", kw_only=True, frozen=True):
     """Replace the vcjob's status. `uid` and `resource_version` name the vcjob it was computed from:
     a vcjob of another uid (deleted and re-created under the name) is not written."""
 
@@ -423,14 +424,14 @@ class UpdateJobStatus(Output, tag="cmd.job.status.v1", kw_only=True):
     resource_version: str = ""
 
 
-class DeleteBusCommand(Output, tag="cmd.command.delete.v1", kw_only=True):
+class DeleteBusCommand(Output, tag="cmd.command.delete.v1", kw_only=True, frozen=True):
     """Consume a bus.volcano.sh Command (deleted before its action runs)."""
 
     name: str
     namespace: str = ""
 
 
-class RecordEvent(Output, tag="cmd.event.record.v1", kw_only=True):
+class RecordEvent(Output, tag="cmd.event.record.v1", kw_only=True, frozen=True):
     """A Kubernetes Event with Volcano's reason and message.
 
     On the vcjob by default; `kind`/`name` (and `api_version`) name another involved
@@ -448,7 +449,7 @@ class RecordEvent(Output, tag="cmd.event.record.v1", kw_only=True):
     component: str = ""
 
 
-class PluginHook(Output, tag="cmd.plugins.hook.v1", kw_only=True):
+class PluginHook(Output, tag="cmd.plugins.hook.v1", kw_only=True, frozen=True):
     """Run the job plugins' hook (OnJobAdd, OnJobUpdate, OnJobDelete) on the cluster side."""
 
     hook: str
@@ -464,7 +465,7 @@ class VolumeBinding(Struct, frozen=True, rename="camel", omit_defaults=True, kw_
     volume: str  # the PV
 
 
-class BindPod(Output, tag="cmd.pod.bind.v1", kw_only=True):
+class BindPod(Output, tag="cmd.pod.bind.v1", kw_only=True, frozen=True):
     """Bind the pod to `node` through the Binding subresource (already bound or gone: done). `volumes`
     are claimed first: each PV's `spec.claimRef` is written to its claim (kube-scheduler's VolumeBinding
     PreBind); if a PV is gone or held by another claim, or the claim is gone, the pod is not bound."""
@@ -475,7 +476,7 @@ class BindPod(Output, tag="cmd.pod.bind.v1", kw_only=True):
     volumes: list[VolumeBinding] = []
 
 
-class EvictPod(Output, tag="cmd.pod.evict.v1", kw_only=True):
+class EvictPod(Output, tag="cmd.pod.evict.v1", kw_only=True, frozen=True):
     """Delete a victim pod (preempt, reclaim), with a uid precondition."""
 
     name: str
@@ -483,7 +484,7 @@ class EvictPod(Output, tag="cmd.pod.evict.v1", kw_only=True):
     reason: str = ""  # preempt | reclaim
 
 
-class UpdatePodCondition(Output, tag="cmd.pod.condition.v1", kw_only=True):
+class UpdatePodCondition(Output, tag="cmd.pod.condition.v1", kw_only=True, frozen=True):
     """Set the pod's `PodScheduled` condition (status False) and, after an eviction, nominatedNodeName."""
 
     name: str
@@ -494,7 +495,7 @@ class UpdatePodCondition(Output, tag="cmd.pod.condition.v1", kw_only=True):
     nominated_node: str = ""
 
 
-class UpdatePodGroupStatus(Output, tag="cmd.podgroup.status.v1", kw_only=True):
+class UpdatePodGroupStatus(Output, tag="cmd.podgroup.status.v1", kw_only=True, frozen=True):
     """Replace the PodGroup's status with what the session closed with (only on change)."""
 
     name: str
@@ -503,7 +504,7 @@ class UpdatePodGroupStatus(Output, tag="cmd.podgroup.status.v1", kw_only=True):
     resource_version: str = ""  # that PodGroup's resourceVersion as the session saw it
 
 
-class UpdateQueueStatus(Output, tag="cmd.queue.status.v1", kw_only=True):
+class UpdateQueueStatus(Output, tag="cmd.queue.status.v1", kw_only=True, frozen=True):
     """Merge-patch a Queue's status (job `_/<queue>`): the scheduler writes `allocated`;
     the queue controller writes `state`, when it changes. Fields left None are not touched.
     `counts` (the PodGroup counts by phase) is no longer set, as Volcano's queue controller no
@@ -519,7 +520,7 @@ class UpdateQueueStatus(Output, tag="cmd.queue.status.v1", kw_only=True):
     resource_version: str = ""
 
 
-class CreateQueue(Output, tag="cmd.queue.create.v1", kw_only=True):
+class CreateQueue(Output, tag="cmd.queue.create.v1", kw_only=True, frozen=True):
     """Create a Queue if it is missing (the default and root queues)."""
 
     queue: str
@@ -528,7 +529,7 @@ class CreateQueue(Output, tag="cmd.queue.create.v1", kw_only=True):
     parent: str = ""
 
 
-class DeleteJob(Output, tag="cmd.job.delete.v1", kw_only=True):
+class DeleteJob(Output, tag="cmd.job.delete.v1", kw_only=True, frozen=True):
     """Delete a vcjob (the garbage collector), with a uid precondition and foreground propagation (as Volcano's collector)."""
 
     uid: str = ""
@@ -537,7 +538,7 @@ class DeleteJob(Output, tag="cmd.job.delete.v1", kw_only=True):
 # Volcano's cronjob controller's commands (statemachines/cronjobs/): a run's vcjob made and deleted, the status.
 
 
-class CreateCronJobRun(Output, tag="cmd.cronjob.job.create.v1", kw_only=True):
+class CreateCronJobRun(Output, tag="cmd.cronjob.job.create.v1", kw_only=True, frozen=True):
     """Create the vcjob `name` in the CronJob's namespace, controlled by the CronJob `cronjob` (`cronjob_uid`)."""
 
     name: str
@@ -548,14 +549,14 @@ class CreateCronJobRun(Output, tag="cmd.cronjob.job.create.v1", kw_only=True):
     spec: dict[str, Any] = {}
 
 
-class DeleteCronJobRun(Output, tag="cmd.cronjob.job.delete.v1", kw_only=True):
+class DeleteCronJobRun(Output, tag="cmd.cronjob.job.delete.v1", kw_only=True, frozen=True):
     """Delete the vcjob `name` of the CronJob (uid precondition: another vcjob of the name is left alone)."""
 
     name: str
     uid: str = ""
 
 
-class UpdateCronJobStatus(Output, tag="cmd.cronjob.status.v1", kw_only=True):
+class UpdateCronJobStatus(Output, tag="cmd.cronjob.status.v1", kw_only=True, frozen=True):
     """Replace the CronJob's status; `uid`/`resource_version` name the CronJob it was computed from."""
 
     name: str
@@ -567,7 +568,7 @@ class UpdateCronJobStatus(Output, tag="cmd.cronjob.status.v1", kw_only=True):
 # Volcano's jobflow and jobtemplate controllers' commands (statemachines/jobflows/).
 
 
-class CreateJobFlowJob(Output, tag="cmd.jobflow.job.create.v1", kw_only=True):
+class CreateJobFlowJob(Output, tag="cmd.jobflow.job.create.v1", kw_only=True, frozen=True):
     """Create the vcjob `name` in the JobFlow's namespace from the JobTemplate `template`, controlled by the
     JobFlow `jobflow` (`jobflow_uid`), as Volcano's loadJobTemplateAndSetJob makes it."""
 
@@ -580,14 +581,14 @@ class CreateJobFlowJob(Output, tag="cmd.jobflow.job.create.v1", kw_only=True):
     spec: dict[str, Any] = {}
 
 
-class DeleteJobFlowJob(Output, tag="cmd.jobflow.job.delete.v1", kw_only=True):
+class DeleteJobFlowJob(Output, tag="cmd.jobflow.job.delete.v1", kw_only=True, frozen=True):
     """Delete the vcjob `name` of a Succeed JobFlow whose jobRetainPolicy is delete (uid precondition)."""
 
     name: str
     uid: str = ""
 
 
-class UpdateJobFlowStatus(Output, tag="cmd.jobflow.status.v1", kw_only=True):
+class UpdateJobFlowStatus(Output, tag="cmd.jobflow.status.v1", kw_only=True, frozen=True):
     """Replace the JobFlow's status; `uid`/`resource_version` name the JobFlow it was computed from."""
 
     name: str
@@ -596,7 +597,7 @@ class UpdateJobFlowStatus(Output, tag="cmd.jobflow.status.v1", kw_only=True):
     resource_version: str = ""
 
 
-class UpdateJobTemplateStatus(Output, tag="cmd.jobtemplate.status.v1", kw_only=True):
+class UpdateJobTemplateStatus(Output, tag="cmd.jobtemplate.status.v1", kw_only=True, frozen=True):
     """Replace the JobTemplate's status (`jobDependsOnList`: the vcjobs made from it); `uid` names the JobTemplate."""
 
     name: str
@@ -699,8 +700,8 @@ event_decoder = msgspec.json.Decoder(DomainEvent)
 command_decoder = msgspec.json.Decoder(CommandOut)
 
 
-def tag_of(cls: type) -> str:
-    return cls.__struct_config__.tag  # type: ignore[attr-defined]
+def tag_of(cls: type[Output]) -> str:
+    return cast(str, cls.__struct_config__.tag)  # each output's class statement gives a str tag= (msgspec: str|int|None)
 
 
 def is_command(out: Output) -> bool:
