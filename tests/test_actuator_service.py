@@ -8,6 +8,7 @@ acking; the running service gets it again after the ack wait and finds it done.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import time
 
@@ -227,6 +228,53 @@ async def test_events_are_taken_as_the_event_recorder_takes_them_acked_at_once_a
     written = len(core.list_namespaced_event(ns).items)
     assert service.results["applied"] == written and service.results["dropped"] == 12 - written
     assert 3 <= written < 12, (written, service.results)
+
+
+async def test_each_components_events_are_written_one_at_a_time_beside_the_commands(
+        k8s, k8s_namespace, bus_settings, monkeypatch):
+    """Each source component has one recorder, as each of Volcano's components has one event sink
+    writing its events one after another: the scheduler's and the controller's RecordEvents are
+    written at most one at a time each, and each component's queue drops its own overflow. The
+    actuator's apply is wrapped to watch how many of a component's events are in flight (a spy around
+    the real call, which still writes every event); the queue is made 3 long here (a setting)."""
+    import threading
+
+    from vcbus.k8s import actuating
+
+    monkeypatch.setattr(actuating, "EVENT_QUEUE", 3)
+    api = k8s.api_client()
+    ns, core = k8s_namespace, client.CoreV1Api(api)
+    job = f"{ns}/j"
+    core.create_namespaced_pod(ns, {"metadata": {"name": "p"}, "spec": {
+        "schedulerName": "volcano", "containers": [{"name": "c", "image": "busybox"}]}})
+    async with open_bus(bus_settings) as bus:
+        for i in range(24):
+            component = "vc-scheduler" if i % 2 else ""  # "": the controller's (vc-controller-manager)
+            await publish(bus.js, o.RecordEvent(job=job, seq=9, time=T1, reason="Killing", kind="Pod", name="p",
+                                                message=f"event {i}", component=component), f"9:{i}")
+        service = ActuatorService(bus, api, idle=1.0, concurrency=8)
+        lock, in_flight, most = threading.Lock(), collections.Counter(), collections.Counter()
+        real_apply = service.actuator.apply
+
+        def apply(cmd, *args, **kwargs):
+            source = cmd.component or "vc-controller-manager"
+            with lock:
+                in_flight[source] += 1
+                most[source] = max(most[source], in_flight[source])
+            try:
+                return real_apply(cmd, *args, **kwargs)
+            finally:
+                with lock:
+                    in_flight[source] -= 1
+
+        service.actuator.apply = apply
+        await asyncio.wait_for(service.run(stop=asyncio.Event(), until_idle=True), 60)
+    events = core.list_namespaced_event(ns).items
+    by_source = collections.Counter(e.source.component for e in events)
+    assert set(by_source) == {"vc-scheduler", "vc-controller-manager"}, by_source
+    assert all(3 <= n < 12 for n in by_source.values()), by_source  # each queue dropped its own overflow
+    assert service.results["applied"] == len(events) and service.results["dropped"] == 24 - len(events)
+    assert dict(most) == {"vc-scheduler": 1, "vc-controller-manager": 1}, most
 
 
 async def test_a_condition_still_waiting_when_the_pods_bind_arrives_is_never_written(k8s, k8s_namespace, bus_settings):

@@ -45,13 +45,16 @@ Events do not hold the reaction up. A RecordEvent is taken as Kubernetes'
 event recorder, which Volcano's controller and scheduler use, takes an event
 (client-go's `record.NewBroadcaster`): acked as soon as it is received, so
 events never fill the consumer's window ahead of the commands behind them (a
-gang's binds bring one `Scheduled` event each); written in the background, at
-most `EVENT_SLOTS` at once beside ready commands, in every free slot when no
-command is ready; at most `EVENT_QUEUE` (1,000, the broadcaster's queue)
-waiting, the rest dropped and counted (`result="dropped"`); and, like the
-recorder's queue, lost when the process stops or dies before writing them. The bus
-keeps every RecordEvent: a subscriber misses none. Once the events waiting pass
-a quarter of the window, they may take half the slots beside ready commands.
+gang's binds bring one `Scheduled` event each); written in the background, one
+at a time for each source component (`component`: vc-scheduler,
+vc-controller-manager...), as each of Volcano's components has one recorder
+whose sink writes its events one after another, beside the command slots
+rather than in them; at most `EVENT_QUEUE` (1,000, the broadcaster's queue)
+waiting for each component, the rest dropped and counted (`result="dropped"`);
+and, like the recorder's queue, lost when the process stops or dies before
+writing them. The bus keeps every RecordEvent: a subscriber misses none. So a
+burst of events (a gang's binds, a restart) trails the pods' own writes as
+Volcano's does, rather than taking the API server's time from them.
 
 In one process with the decider (`vcbus up` with a cluster), the actuator also
 takes commands the moment they are decided, while they are being stored
@@ -92,6 +95,7 @@ from vcbus.k8s.actuator import Actuator
 from vcbus.k8s.ahead import Ahead, index_of
 from vcbus.k8s.apierrors import denied, permission_denied, refused, status_of, status_reason, unreachable_retry
 from vcbus.k8s.bridge import observed_now
+from vcbus.k8s.event_recording import COMPONENT as DEFAULT_SOURCE
 from vcbus.k8s.lanes import DONE, RUNNING, Item, Lanes, status_object
 from vcbus.k8s.leader import NotLeader
 from vcbus.observability import metrics
@@ -100,8 +104,8 @@ log = logging.getLogger("vcbus.actuator")
 DURABLE = "vcbus-actuator"
 DEFAULT_CONCURRENCY = 32  # API commands in flight at once (`--actuator-concurrency`)
 WINDOW_PER_SLOT = 32  # commands in hand per slot: the consumer's max_ack_pending is concurrency x this
-EVENT_SLOTS = 4  # RecordEvents in flight beside ready commands (more when none is ready or events pile up)
-EVENT_QUEUE = 1000  # RecordEvents waiting at most; more are dropped (client-go's broadcaster: maxQueuedEvents)
+RECORDERS = 4  # source components whose events are written at once, one event each (threads beside the commands')
+EVENT_QUEUE = 1000  # RecordEvents waiting per component at most; more are dropped (client-go's maxQueuedEvents)
 ACK_WAIT = 10.0  # seconds; a command left unacked by a crash comes back after this
 KEEP_ALIVE = 4.0  # seconds between `in_progress` for the commands still waiting their turn
 HELD = 4096  # commands applied ahead whose stored copy has not come yet (more: the oldest are forgotten)
@@ -151,10 +155,10 @@ class ActuatorService:
         self._lanes = Lanes()
         self._held: collections.OrderedDict[str, Item] = collections.OrderedDict()  # by msg id, not acked yet
         self._ready: collections.deque[Item] = collections.deque()  # ready commands, in the order they became so
-        self._ready_events: collections.deque[Item] = collections.deque()
+        self._events: dict[str, collections.deque[Item]] = {}  # RecordEvents waiting, by source component
         self._tasks: set[asyncio.Task] = set()
         self._busy = 0  # commands being applied
-        self._events_busy = 0
+        self._recording: set[str] = set()  # the components whose event is being written
         self._applied_at: dict[tuple, int] = {}  # a status object -> the VCBUS_CMDS seq of its last applied write
         self._failure: BaseException | None = None
         self._stop: asyncio.Event | None = None
@@ -215,7 +219,7 @@ class ActuatorService:
         batch = min(256, self.window)
         puller = self._puller = Puller(self.bus.nc, s.CMDS_STREAM, DURABLE, batch=batch, expires=5.0, heartbeat=1.0)
         await puller.start()
-        self._pool = concurrent.futures.ThreadPoolExecutor(self.concurrency + EVENT_SLOTS, thread_name_prefix="actuator")
+        self._pool = concurrent.futures.ThreadPoolExecutor(self.concurrency + RECORDERS, thread_name_prefix="actuator")
         self.ready.set()
         self._running = True
         kept = time.monotonic()
@@ -236,7 +240,7 @@ class ActuatorService:
             if self.ahead is not None:
                 self.ahead.close()
             self._ready.clear()
-            self._ready_events.clear()
+            self._events.clear()
             self._halted = True  # the applies under way end (their retries stop); their threads cannot be cancelled
             if self._tasks:
                 await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -253,7 +257,7 @@ class ActuatorService:
 
     def _in_hand(self) -> bool:
         """Whether a command is still to be applied or acked (done offers waiting for their copies aside)."""
-        return bool(self._tasks or self._ready_events) or any(item.state != DONE for item in self._held.values())
+        return bool(self._tasks or any(self._events.values())) or any(item.state != DONE for item in self._held.values())
 
     def _raise_failure(self) -> None:
         if self._failure is not None:
@@ -327,7 +331,8 @@ class ActuatorService:
                 self.ahead.taken += 1
                 metrics.COMMANDS_AHEAD.inc()
             return
-        if len(self._ready_events) + self._events_busy >= EVENT_QUEUE:
+        source = cmd.component or DEFAULT_SOURCE
+        if len(self._events.get(source, ())) + (source in self._recording) >= EVENT_QUEUE:
             self._count(cmd, "dropped")
             return
         item = Item(cmd, msg_id, index_of(msg_id), seq)
@@ -358,24 +363,26 @@ class ActuatorService:
 
     def _queue(self, items: list[Item]) -> None:
         for item in items:
-            (self._ready_events if item.lane is None else self._ready).append(item)
+            if item.lane is None:  # a RecordEvent: its component's recorder writes it
+                self._events.setdefault(item.cmd.component or DEFAULT_SOURCE, collections.deque()).append(item)
+            else:
+                self._ready.append(item)
         self._dispatch()
 
     def _dispatch(self) -> None:
         if not self._running or self._halted or (self._stop is not None and self._stop.is_set()):
             return
-        beside = EVENT_SLOTS if len(self._ready_events) < self.window // 4 else max(EVENT_SLOTS, self.concurrency // 2)
-        while self._busy < self.concurrency:
-            if self._ready_events and (not self._ready or self._events_busy < beside):
-                item = self._ready_events.popleft()
-                self._lanes.start(item)
-                self._events_busy += 1
-            elif self._ready:
-                item = self._ready.popleft()
-                if not self._lanes.start(item):
-                    continue  # superseded while it waited
-            else:
-                return
+        if len(self._recording) < RECORDERS:
+            for source, waiting in self._events.items():
+                if waiting and source not in self._recording and len(self._recording) < RECORDERS:
+                    item = waiting.popleft()
+                    self._lanes.start(item)
+                    self._recording.add(source)
+                    self._spawn(self._work(item))
+        while self._busy < self.concurrency and self._ready:
+            item = self._ready.popleft()
+            if not self._lanes.start(item):
+                continue  # superseded while it waited
             self._busy += 1
             self._spawn(self._work(item))
         metrics.ACTUATOR_IN_FLIGHT.set(self._busy)
@@ -410,9 +417,10 @@ class ActuatorService:
                     self._fail(bus_err)
                     return
         finally:
-            self._busy -= 1
             if item.lane is None:
-                self._events_busy -= 1
+                self._recording.discard(cmd.component or DEFAULT_SOURCE)
+            else:
+                self._busy -= 1
         took = (time.perf_counter() - began) * 1e3
         if log.isEnabledFor(logging.DEBUG):  # the audit benchmarks/latency.py times the API call by
             waited = (began - item.admitted) * 1e3 if item.admitted else 0.0

@@ -84,8 +84,9 @@ missing queue that exists. Held longer than `HOLD_WARNING` seconds, the bridge
 says which resources it waits for, and why if their watch fails.
 
 Each watcher's thread wakes the bridge's event loop when it has queued
-something (`ResourceWatcher.on_item`); the loop then takes what is there
-without blocking. Nothing polls: an idle bridge does not run at all (it used
+something and the loop is waiting for it (`ResourceWatcher.on_item`, a
+`Doorbell`: one wake-up per wait, not per record); the loop then takes what is
+there without blocking. Nothing polls: an idle bridge does not run at all (it used
 to look at each watcher every `idle_flush`: 140 wake-ups a second for its seven
 resources, 3-5% of a core), and an event reaches the loop in one hand-over
 between threads instead of two.
@@ -215,6 +216,28 @@ def _wake_unless_installed(wake: asyncio.Event) -> Any:
     return done
 
 
+class Doorbell:
+    """How a watcher's thread wakes the bridge's loop: only when the loop is about to wait for an item
+    (`arm`, then a last look at the queue), not for every item it queues. A watch burst of thousands
+    of records is then a handful of `call_soon_threadsafe` calls (each a write to the loop's self-pipe
+    and a turn of the loop), not one per record. The watcher queues an item before it rings and the
+    loop arms before its last look, so an item is either seen by that look or rings the bell."""
+
+    __slots__ = ("loop", "event", "armed")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, event: asyncio.Event) -> None:
+        self.loop, self.event, self.armed = loop, event, True
+
+    def arm(self) -> None:
+        self.armed = True
+
+    def ring(self) -> None:  # on the watcher's thread
+        if self.armed:
+            self.armed = False
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nothing to wake
+                self.loop.call_soon_threadsafe(self.event.set)
+
+
 async def _relay(stop: asyncio.Event, wake: asyncio.Event) -> None:
     await stop.wait()
     wake.set()
@@ -333,13 +356,9 @@ class Bridge:
         if resource in OWNERS:
             self.owners_seen.update(watcher.known)  # resumed from a stored position: brought before
         loop = asyncio.get_running_loop()
-        wake = asyncio.Event()  # set by the watcher's thread for each item it queues, and by `stop`
-
-        def waker() -> None:  # on the watcher's thread
-            with contextlib.suppress(RuntimeError):  # the loop is closed: nothing to wake
-                loop.call_soon_threadsafe(wake.set)
-
-        watcher.on_item = waker
+        wake = asyncio.Event()  # set by the watcher's thread when the loop waits for an item, and by `stop`
+        bell = Doorbell(loop, wake)
+        watcher.on_item = bell.ring
         watcher.start()
         if probe is not None:
             probe.add_done_callback(_wake_unless_installed(wake))  # a "no" (or a failure) is the loop's to act on
@@ -364,6 +383,9 @@ class Bridge:
                         return
                 try:
                     event = watcher.poll()
+                    if event is None:  # about to wait: the next item rings, and one queued just now is seen
+                        bell.arm()
+                        event = watcher.poll()
                 except EOFError:
                     return
                 if event is None:

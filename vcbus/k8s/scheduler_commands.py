@@ -332,10 +332,9 @@ class SchedulerCommands:
             return "dropped"  # a leftover of a vcjob that is gone
         status = {k: v for k, v in cmd.status.items() if k in PODGROUP_STATUS_FIELDS and v is not None}
         patch = [uid_test(live_uid), {"op": "add", "path": "/status", "value": status}]  # the status replaced whole
-        try:
-            self.custom.patch_namespaced_custom_object(
-                PG_GROUP, PG_VERSION, ns, PG_PLURAL, cmd.name, patch, _content_type=JSON_PATCH
-            )
+        try:  # the raw path (vcbus.k8s.rawcalls): one per session's PodGroup change, no models each way
+            rawcalls.call(self.api, "PATCH", rawcalls.object_path(PG_GROUP, PG_VERSION, ns, PG_PLURAL, cmd.name),
+                          body=patch, content_type=JSON_PATCH)
         except ApiException as err:
             if _status(err) == 404:
                 return "done"
