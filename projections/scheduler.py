@@ -40,7 +40,7 @@ from statemachines import outputs as out
 from statemachines.model import timefmt
 from statemachines.model.records import RecordError
 from statemachines.scheduler import objects as so
-from statemachines.scheduler.emitted import remember
+from statemachines.scheduler.emitted import forget, remember
 from statemachines.scheduler.images import ImageStates
 from statemachines.scheduler.model import (
     BINDING,
@@ -216,7 +216,7 @@ class SchedulerCache:
         key = f"{pg.metadata.namespace}/{pg.metadata.name}"
         if deleted:
             self.groups.pop(key, None)
-            self._forget(f"PodGroup:{key}:")
+            forget(self.emitted, "PodGroup", key)
         else:
             self.groups[key] = GroupFact(pg)
 
@@ -231,7 +231,7 @@ class SchedulerCache:
                 self._unclaim(key)
             self._evicts.pop(key, None)
             self.bound.pop(key, None)
-            self._forget(f"Pod:{key}:")
+            forget(self.emitted, "Pod", key)
             return
         fact = TaskFact(pod)
         self._observed[key] = fact
@@ -254,10 +254,6 @@ class SchedulerCache:
         if bind is not None:
             return fact.with_state(BINDING, bind[1])
         return fact
-
-    def _forget(self, prefix: str) -> None:
-        for k in [k for k in self.emitted if k.startswith(prefix)]:
-            del self.emitted[k]
 
     def _expire_binds(self) -> None:
         """Forget binds older than BIND_TIMEOUT of record time (oldest first: binds are assumed in

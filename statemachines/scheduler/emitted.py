@@ -18,16 +18,41 @@ from __future__ import annotations
 
 from statemachines import outputs as out
 
+CHANNELS = ("gang", "enqueue")  # a PodGroup's
+
+
+def condition_key(pod: str) -> str:
+    """The key of a pod's (`<ns>/<name>`) PodScheduled=False condition."""
+    return f"Pod:{pod}:condition"
+
+
+def group_key(group: str, channel: str) -> str:
+    """The key of a PodGroup's (`<ns>/<name>`) event on `channel` (CHANNELS)."""
+    return f"PodGroup:{group}:{channel}"
+
 
 def emission(o: out.Output) -> tuple[str, tuple] | None:
     """(key, content) for an output the memory tracks, else None."""
     ns = o.job.split("/", 1)[0]
     if isinstance(o, out.RecordEvent) and o.kind == "PodGroup":
         channel = "enqueue" if (o.event_type == "Normal" and o.reason == "Unschedulable") else "gang"
-        return f"PodGroup:{ns}/{o.name}:{channel}", (o.event_type, o.reason, o.message)
+        return group_key(f"{ns}/{o.name}", channel), (o.event_type, o.reason, o.message)
     if isinstance(o, out.UpdatePodCondition):
-        return f"Pod:{ns}/{o.name}:condition", (o.reason, o.message, o.nominated_node)
+        return condition_key(f"{ns}/{o.name}"), (o.reason, o.message, o.nominated_node)
     return None
+
+
+def object_keys(kind: str, key: str) -> tuple[str, ...]:
+    """Every memory key of one object (`kind` Pod or PodGroup, `key` `<ns>/<name>`): what goes with it."""
+    if kind == "Pod":
+        return (condition_key(key),)
+    return tuple(group_key(key, channel) for channel in CHANNELS)
+
+
+def forget(memory: dict[str, tuple], kind: str, key: str) -> None:
+    """The object is gone: its keys go too (a lookup each, not a scan of the memory)."""
+    for k in object_keys(kind, key):
+        memory.pop(k, None)
 
 
 def remember(memory: dict[str, tuple], o: out.Output) -> None:
@@ -53,6 +78,7 @@ def condition_due(previous: tuple | None, recorded: tuple[str, str] | None, reco
     node differs from the pod's `status.nominatedNodeName`; an empty one changes nothing. What
     the pod has is what vcbus last wrote (`previous`, from the memory), else what its record shows
     (`recorded`: the PodScheduled=False (reason, message), None without one)."""
+    known: tuple | None
     if previous is not None:
         known, known_nominated = (previous[0], previous[1]), previous[2] or recorded_nominated
     else:

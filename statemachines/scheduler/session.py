@@ -16,7 +16,7 @@ from statemachines import outputs as out
 from statemachines.scheduler import close
 from statemachines.scheduler.actions import allocate, backfill, enqueue, preempt, reclaim
 from statemachines.scheduler.config import SchedulerConfig
-from statemachines.scheduler.emitted import condition_due
+from statemachines.scheduler.emitted import condition_due, condition_key, group_key
 from statemachines.scheduler.framework import Session
 from statemachines.scheduler.model import COMPLETED_STATUS
 from statemachines.scheduler.plugins import OPENERS
@@ -219,7 +219,7 @@ def _close(ssn: Session) -> SessionResult:
             _event(outputs, emitted, job, "gang", "Normal", close.SCHEDULED, "pod group is ready", seq, time)
         pod_lines = close.pod_conditions(ssn, job, fit_error)
         for task, reason, message, nominated in pod_lines:
-            previous = emitted.get(f"Pod:{task.namespace}/{task.name}:condition")
+            previous = emitted.get(condition_key(f"{task.namespace}/{task.name}"))
             if not condition_due(previous, task.fact.scheduled_condition, task.fact.nominated, reason, message,
                                  nominated):
                 continue
@@ -266,7 +266,7 @@ def _condition(conditions, kind: str):
 
 def _event(outputs: list, emitted: dict, job: JobState, channel: str, event_type: str, reason: str, message: str,
            seq: int, time: str) -> None:
-    key = f"PodGroup:{job.key}:{channel}"
+    key = group_key(job.key, channel)
     content = (event_type, reason, message)
     if tuple(emitted.get(key, ())) == content:
         return
