@@ -240,10 +240,10 @@ def _config(data: object) -> SchedulerConfig:
         for key in conf:
             if key not in ("name", "arguments"):
                 raise ConfigError(f"configurations[{i}].{key}: unknown field (expected name, arguments)")
-        name = conf.get("name")
-        if not isinstance(name, str) or name not in ACTIONS:
-            raise ConfigError(f"configurations[{i}].name: unknown action {name!r}")
-        configurations.append(Configuration(name, _arguments(conf.get("arguments"), f"configurations[{i}].arguments")))
+        action = conf.get("name")
+        if not isinstance(action, str) or action not in ACTIONS:
+            raise ConfigError(f"configurations[{i}].name: unknown action {action!r}")
+        configurations.append(Configuration(action, _arguments(conf.get("arguments"), f"configurations[{i}].arguments")))
     return SchedulerConfig(tuple(actions), tuple(tiers), tuple(configurations))
 
 

@@ -156,8 +156,8 @@ def compile_constraints(spec: o.PodSpec, namespace: str, labels: dict[str, str])
         weighted = raw.preferred_during_scheduling_ignored_during_execution or ()
         terms = _terms([w.pod_affinity_term for w in weighted], namespace, labels)
         soft.extend((sign * w.weight, term) for w, term in zip(weighted, terms) if w.weight)
-    spread = []
-    soft_spread = []
+    spread: list[Spread] = []
+    soft_spread: list[Spread] = []
     for i, c in enumerate(spec.topology_spread_constraints or ()):
         if c.when_unsatisfiable not in ("DoNotSchedule", "ScheduleAnyway"):
             problems.append(f"spec.topologySpreadConstraints[{i}].whenUnsatisfiable: {c.when_unsatisfiable}")

@@ -11,13 +11,35 @@ a heap, as Volcano evaluates its less-functions at push time.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from statemachines.scheduler.config import PluginOption, SchedulerConfig
 from statemachines.scheduler.snapshot import Snapshot
 from statemachines.scheduler.resources import Res
 from statemachines.scheduler.accounting import NodeState, QueueState
 from statemachines.scheduler.state import JobState, TaskState
+
+if TYPE_CHECKING:
+    from statemachines.scheduler.model import NodeFact
+    from statemachines.scheduler.tasks import Placement, TaskFact
+    from statemachines.scheduler.volumes import VolumeBinder
+
+
+# What the actions ask of the predicates plugin's filters, which the plugin sets on the session
+# (plugins.predicates.Filters and Dynamic; the plugins import this module, so not those classes).
+class StaticFilters(Protocol):
+    keep: bool  # False: nothing is cached (run_session(cache_predicates=False))
+
+    def static(self, placement: Placement, nodes: list[NodeFact]) -> list[tuple[int, str] | None]: ...
+
+
+class DynamicFilters(Protocol):
+    def applies(self, fact: TaskFact) -> bool: ...
+
+    def prepare(self, fact: TaskFact) -> Any: ...  # the per-node check, or None
+
+    def failing(self, fact: TaskFact) -> Any: ...  # (the check, the indexes of the nodes it fails), or None
+
 
 PERMIT, ABSTAIN, REJECT = 1, 0, -1
 
@@ -71,11 +93,11 @@ class Session:
         self.enqueued: list[JobState] = []
         self.events: list[tuple[str, str, str, str, str]] = []  # (group key, type, reason, message, channel)
         self.node_offset = 0  # the rotating start of the >100-node search (§5.4)
-        self.filters = None  # predicates.Filters when the predicates plugin is on
+        self.filters: StaticFilters | None = None  # predicates.Filters when the predicates plugin is on
         self.check_pod_count = False
-        self.dynamic = None  # predicates.Dynamic: the filters that depend on the pods placed so far
-        self.pod_indexes = None  # predicates.PodIndexes: the placed pods' counts (filters and scores)
-        self.volume_binder = None  # volumes.VolumeBinder: static PVs assumed for unbound claims (VolumeBinding)
+        self.dynamic: DynamicFilters | None = None  # predicates.Dynamic: the filters that depend on the pods placed so far
+        self.pod_indexes: object = None  # predicates.PodIndexes: the placed pods' counts (filters and scores)
+        self.volume_binder: VolumeBinder | None = None  # volumes.VolumeBinder: static PVs assumed for unbound claims (VolumeBinding)
         self.node_facts: list = []  # NodeFact per node index (static predicate input)
         self.scorers: list[Callable[[TaskState, NodeState], float]] = []
         self.score_cache: dict[tuple, dict[int, tuple[int, float]]] = {}
@@ -86,7 +108,7 @@ class Session:
         self.indexes: dict[tuple, Any] = {}  # signature -> actions.nodeindex.NodeIndex
         self.signature_uses: dict[tuple, int] = {}
         self.use_indexes = True
-        self.largest = None  # reports.largest: per resource the largest node allocatable
+        self.largest: dict[str, tuple[float, str]] | None = None  # reports.largest: per resource the largest node allocatable
         self.cache_predicates = True  # False: stable filters and scores computed per task (benchmark)
 
     # ------------------------------------------------------------------ registration

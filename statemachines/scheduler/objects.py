@@ -453,7 +453,7 @@ class Service(Struct, frozen=True, tag_field="kind", tag="Service", rename="came
     spec: ServiceSpec = ServiceSpec()
 
 
-class ReplicationController(Service, tag="ReplicationController"):
+class ReplicationController(Service, tag="ReplicationController", frozen=True):  # frozen: inherited; said for mypy
     """A ReplicationController: its selector is a plain label map too."""
 
 
@@ -469,7 +469,7 @@ class ReplicaSet(Struct, frozen=True, tag_field="kind", tag="ReplicaSet", rename
     spec: WorkloadSpec = WorkloadSpec()
 
 
-class StatefulSet(ReplicaSet, tag="StatefulSet"):
+class StatefulSet(ReplicaSet, tag="StatefulSet", frozen=True):  # frozen: inherited; said for mypy
     """A StatefulSet: a label selector, as a ReplicaSet's."""
 
 

@@ -44,8 +44,8 @@ def job_fit_error(job: JobState) -> str:
             reasons[reason] = reasons.get(reason, 0) + 1
         message += f"; Pending: {', '.join(histogram(reasons))}"
     for uid, fe in job.fit_errors.items():  # first recorded (Volcano: first in Go map order)
-        task = job.tasks.get(uid)
-        if task is not None:
-            message += f". Origin reason is {task.name}: {fe.message()}"
+        origin = job.tasks.get(uid)
+        if origin is not None:
+            message += f". Origin reason is {origin.name}: {fe.message()}"
             break
     return message

@@ -226,7 +226,7 @@ def parse_quantity(raw: object, where: str) -> Quantity:
         raise ValueError(f"{where}: {err}") from None
 
 
-_PARSED: dict[tuple[str, bool], float] = {}  # memo: (raw, milli) -> amount; quantity strings repeat a lot
+_PARSED: dict[tuple[object, bool], float] = {}  # memo: (raw, milli) -> amount, raw a str; quantity strings repeat a lot
 
 
 def _amount(raw: object, milli: bool, where: str) -> float:
@@ -282,7 +282,7 @@ def quantities_key(raw: Mapping[str, str] | None) -> tuple:
     """A comparable form of a ResourceList (semantic equality: equal amounts, any spelling)."""
     if not raw:
         return ()
-    items = []
+    items: list[tuple[str, Fraction | str]] = []
     for name, value in raw.items():
         try:
             items.append((name, Quantity.parse(value).value))

@@ -77,6 +77,7 @@ def open_session(snapshot: Snapshot, config: SchedulerConfig, *, uid: str, numbe
             continue
         priority = classes.get(group.priority_class, snapshot.default_priority)
         ssn.jobs[key] = JobState(group, priority)
+    node: NodeState | None  # a node made here, then one looked up (or none)
     for index, name in enumerate(sorted(snapshot.nodes)):
         node = NodeState(snapshot.nodes[name], index, ssn.node_changes)
         ssn.nodes[name] = node
@@ -153,6 +154,7 @@ def _close(ssn: Session) -> SessionResult:
         if name not in snapshot.queues:
             outputs.append(out.CreateQueue(job=f"_/{name}", seq=seq, time=time, queue=name, weight=weight, reclaimable=reclaimable))
 
+    job: JobState | None  # an enqueued job, then a task's or a bound pod's (or none)
     for job in ssn.enqueued:
         outputs.append(out.JobEnqueued(job=job.fact.owner, seq=seq, time=time, session=number, podgroup=job.name, queue=job.queue))
 

@@ -95,7 +95,7 @@ class Workloads:
             kind, namespace, selector = facts[key]
             if kind == "Service":
                 if selector is not None:
-                    pairs: tuple[tuple[str, str], ...] = selector  # type: ignore[assignment]
+                    pairs: tuple[tuple[str, str], ...] = selector  # type: ignore[assignment]  # a Service's: label pairs (workload_fact)
                     self.services.setdefault(namespace, {}).setdefault(pairs[0], []).append(pairs)
             else:
                 self.controllers[(kind, namespace, key.split("/", 2)[2])] = selector
@@ -123,9 +123,9 @@ class Workloads:
             found = self.controllers.get((kind, fact.namespace, name), ())
             if kind == "ReplicationController":
                 if found:
-                    merged.update(found)  # type: ignore[arg-type]
+                    merged.update(found)  # type: ignore[call-overload]  # an RC's selector: label pairs (workload_fact)
             elif found:
-                extra = found  # type: ignore[assignment]
+                extra = found  # type: ignore[assignment]  # a ReplicaSet's or StatefulSet's: a Selector (workload_fact)
         result: Selector | None = tuple((k, "In", (v,)) for k, v in sorted(merged.items())) + extra
         if not result:
             result = None

@@ -16,10 +16,10 @@ from statemachines.scheduler.actions.nodeindex import NodeIndex
 from statemachines.scheduler.actions.placement import Search, best_node, fits_future, fits_idle
 from statemachines.scheduler.config import arg_bool
 from statemachines.scheduler.fiterrors import ERROR, FitError, FitErrors, fit_error
-from statemachines.scheduler.framework import Session
+from statemachines.scheduler.framework import DynamicFilters, Session
 from statemachines.scheduler.model import PENDING
 from statemachines.scheduler.statement import Statement
-from statemachines.scheduler.accounting import QueueState
+from statemachines.scheduler.accounting import NodeState, QueueState
 from statemachines.scheduler.state import JobState, TaskState
 
 ERROR_CACHE_KEY = "predicateErrorCacheEnable"
@@ -84,6 +84,7 @@ def allocate_tasks(
         return None
     stmt = Statement(ssn)
     search = Search(ssn, cache_enabled)
+    node: NodeState | None
     while tasks:
         task = tasks.pop()
         if not ssn.allocatable(queue, task):
@@ -112,12 +113,12 @@ def allocate_tasks(
                 if ssn.dynamic is None or not ssn.dynamic.applies(fact):
                     node = _indexed_choice(ssn, task)
                 else:
-                    node = _masked_choice(ssn, task, search)
+                    node = _masked_choice(ssn, ssn.dynamic, task, search)
             elif ssn.spread_scored_only(fact):
                 if ssn.dynamic is None or not ssn.dynamic.applies(fact):
                     node = _spread_choice(ssn, task)
                 else:
-                    node = _masked_choice(ssn, task, search, spread=True)
+                    node = _masked_choice(ssn, ssn.dynamic, task, search, spread=True)
         if node is None:
             candidates: list = []
             fit_errors: FitErrors | None = None
@@ -174,14 +175,14 @@ def _spread_choice(ssn: Session, task: TaskState):
     return index.choose_spread(task.fact, ssn.spread_scorer) if index is not None else None
 
 
-def _masked_choice(ssn: Session, task: TaskState, search: Search, *, spread: bool = False):
+def _masked_choice(ssn: Session, dynamic: DynamicFilters, task: TaskState, search: Search, *, spread: bool = False):
     """The same for a task whose filters depend on the pods placed so far: the index's answer without
     the nodes those filters fail and the nodes the error cache holds for the task's role; the
     failures among the nodes the scan would have examined go to the error cache as the scan puts
     them. None when the failing nodes cannot be listed (host ports, pod affinity), there is no
     index yet or nothing fits: the caller scans. `spread`: the task's one normalized score is
     PodTopologySpread's (`NodeIndex.choose_spread`)."""
-    failing = ssn.dynamic.failing(task.fact)
+    failing = dynamic.failing(task.fact)
     if failing is None:
         return None
     index = _index(ssn, task)

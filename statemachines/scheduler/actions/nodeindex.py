@@ -284,7 +284,7 @@ class NodeIndex:
         touched_raw = [(index, soft.raw(node_list[index].fact.labels, index)) for index in touched]
         low, high = scorer.bounds(list(class_raw.values()) + [raw for _, raw in touched_raw])
         extra = scorer.extra
-        entries = []  # (total, class or None, the class's extra score, its best leaf or the touched node's index)
+        entries: list[tuple] = []  # (total, class or None, the class's extra score, its best leaf or the touched node's index)
         for c, raw in class_raw.items():
             e = extra(raw, low, high)
             class_spans = spans[c] = _without(spans[c], holes.get(c))

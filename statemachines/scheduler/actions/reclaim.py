@@ -54,10 +54,10 @@ def execute(ssn: Session) -> None:
             job = jobs.pop()
             stmt = Statement(ssn)
             while ssn.job_starving(job):
-                tasks = tasks_of.get(job.key)
-                if not tasks:
+                pending = tasks_of.get(job.key)
+                if not pending:
                     break
-                task = tasks.pop()
+                task = pending.pop()
                 if task.fact.preemption_never:
                     continue
                 if not ssn.preemptive(queue, [task]):

@@ -7,6 +7,8 @@ tree, and the ranks of a class's nodes (by node index) for the trees of a `Parti
 
 from __future__ import annotations
 
+import builtins
+
 NONE = (-1, 0.0, 0)
 
 
@@ -58,7 +60,7 @@ class Tree:
         self.recompute(parents)
         return saved
 
-    def recompute(self, parents: set[int]) -> None:
+    def recompute(self, parents: builtins.set[int]) -> None:  # builtins.: the method Tree.set shadows it here
         """The ancestors of changed leaves, level by level."""
         count, best, idle = self.count, self.best, self.idle
         while parents:
@@ -101,7 +103,7 @@ class Tree:
 
     def idle_in(self, lo: int, hi: int) -> int:
         """Feasible leaves of the Idle gradient in [lo, hi) (trees made with `idle`)."""
-        return self._sum(self.idle, lo, hi)  # type: ignore[arg-type]
+        return self._sum(self.idle, lo, hi)  # type: ignore[arg-type]  # list[int] on the trees made with idle=True, the only ones asked
 
     def max_in(self, lo: int, hi: int) -> tuple:
         out = NONE

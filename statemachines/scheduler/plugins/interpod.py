@@ -19,6 +19,7 @@ from statemachines.scheduler.constraints import Term
 from statemachines.scheduler.fiterrors import UNRESOLVABLE, UNSCHEDULABLE
 from statemachines.scheduler.labels import anchor
 from statemachines.scheduler.model import RELEASING
+from statemachines.scheduler.state import TaskState
 
 AFFINITY = "node(s) didn't match pod affinity rules"
 ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
@@ -97,8 +98,8 @@ class Placed:
     the pods carrying its selector's anchor label, not from every pod."""
 
     def __init__(self, ssn) -> None:
-        self.all: dict[str, object] = {}
-        self.by_label: dict[tuple[str, str], dict[str, object]] = {}
+        self.all: dict[str, TaskState] = {}
+        self.by_label: dict[tuple[str, str], dict[str, TaskState]] = {}
         for node in ssn.node_list:
             for task in node.tasks.values():
                 if task.status != RELEASING:

@@ -24,6 +24,8 @@ everywhere).
 
 from __future__ import annotations
 
+from typing import cast
+
 from statemachines.scheduler.config import PluginOption, arg_int
 from statemachines.scheduler.framework import Session
 from statemachines.scheduler.images import image_score
@@ -192,7 +194,8 @@ class SpreadScorer:
         return float(normalized(raw, low, high) * self.weight)
 
     def score(self, fact, nodes: list[NodeState]) -> list[float]:
-        raw = self.spread.raw_scores(fact, nodes)
+        # a list: the session asks only when needed(fact), when the pod has ScheduleAnyway constraints
+        raw = cast("list[int | None]", self.spread.raw_scores(fact, nodes))
         low, high = bounds(raw)
         extra = self.extra
         return [extra(r, low, high) for r in raw]

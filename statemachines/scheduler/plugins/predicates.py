@@ -16,6 +16,8 @@ nodeaffinity,tainttoleration}` in Kubernetes).
 
 from __future__ import annotations
 
+from typing import cast
+
 from statemachines.scheduler.config import PluginOption, SchedulerConfig, arg_bool
 from statemachines.scheduler.constraints import unevaluated_counts
 from statemachines.scheduler.fiterrors import (
@@ -104,7 +106,7 @@ def pod_indexes(ssn: Session) -> PodIndexes:
     """The session's `PodIndexes`, made on the first call (at plugin open, before any allocation)."""
     if ssn.pod_indexes is None:
         ssn.pod_indexes = PodIndexes(ssn)
-    return ssn.pod_indexes
+    return cast(PodIndexes, ssn.pod_indexes)  # set here only (the session holds it untyped: plugins import it)
 
 
 class VolumeChecks:
@@ -166,9 +168,8 @@ class Dynamic:
         self.limits = VolumeLimits(ssn.snapshot) if volume_limits and ssn.snapshot.csinodes else None
         self.node_ports = node_ports
         self.labels: dict[str, dict] = {}
-        indexes = pod_indexes(ssn) if pod_affinity or topology_spread else None
-        self.interpod = indexes.interpod() if pod_affinity else None
-        self.spread = indexes.spread() if topology_spread else None
+        self.interpod = pod_indexes(ssn).interpod() if pod_affinity else None
+        self.spread = pod_indexes(ssn).spread() if topology_spread else None
 
     def applies(self, fact: TaskFact) -> bool:
         """Whether any of these filters can fail a node for this task (else the node index answers)."""

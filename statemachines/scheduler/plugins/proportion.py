@@ -176,6 +176,7 @@ def _diff(new: Res, old: Res) -> tuple[Res, Res]:
 def open_plugin(ssn: Session, option: PluginOption) -> None:
     total = ssn.total
     total_guarantee = Res()
+    q: QueueState | None  # a session queue, then a job's queue looked up (or none)
     for q in ssn.queues.values():
         if q.fact.guarantee.cpu or q.fact.guarantee.mem or q.fact.guarantee.sc:
             total_guarantee.add(q.fact.guarantee)

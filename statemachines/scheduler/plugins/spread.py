@@ -202,7 +202,7 @@ class TopologySpread:
         scored = [(labels, n) for labels, n in groups if all(k in labels for k in keys)] if keys else groups
         count = sum(n for _, n in scored)
         node_list = self.ssn.node_list
-        terms = []
+        terms: list[tuple] = []
         for s in soft:
             matching = self._counts(fact.namespace, s.selector)
             counts = matching.nodes
