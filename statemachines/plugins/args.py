@@ -18,6 +18,7 @@ where parsing stops), so this module re-implements the Go rules:
 
 from __future__ import annotations
 
+import builtins
 import re
 from collections.abc import Mapping, Sequence
 from typing import Literal
@@ -48,12 +49,12 @@ class ParsedArgs(msgspec.Struct, frozen=True):
         assert isinstance(value, str)
         return value
 
-    def bool(self, name: str) -> bool:
+    def bool(self, name: builtins.str) -> builtins.bool:  # builtins.: the methods str/bool/int shadow them here
         value = self.values[name]
         assert isinstance(value, bool)
         return value
 
-    def int(self, name: str) -> int:
+    def int(self, name: builtins.str) -> builtins.int:
         value = self.values[name]
         assert isinstance(value, int) and not isinstance(value, bool)
         return value

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from typing import Any, ClassVar, Literal, Union
+from typing import Any, ClassVar, Final, Literal, Union
 
 import msgspec
 
@@ -31,9 +31,9 @@ TASK_INDEX_KEY = "volcano.sh/task-index"
 DEFAULT_TASK_SPEC = "default"
 
 # How an adapter applies an ApplyObject (upstream helper in brackets):
-CREATE_IF_ABSENT = "create-if-absent"  # create; an existing object is left alone [svc/ray Service, NetworkPolicy]
-CREATE_OR_UPDATE_DATA = "create-or-update-data"  # create; else replace `data` if it differs [CreateOrUpdateConfigMap]
-CREATE_OR_UPDATE_SECRET = "create-or-update-secret"  # create; else replace all data unless `config` is equal [CreateOrUpdateSecret]
+CREATE_IF_ABSENT: Final = "create-if-absent"  # create; an existing object is left alone [svc/ray Service, NetworkPolicy]
+CREATE_OR_UPDATE_DATA: Final = "create-or-update-data"  # create; else replace `data` if it differs [CreateOrUpdateConfigMap]
+CREATE_OR_UPDATE_SECRET: Final = "create-or-update-secret"  # create; else replace all data unless `config` is equal [CreateOrUpdateSecret]
 ApplyMode = Literal["create-if-absent", "create-or-update-data", "create-or-update-secret"]
 
 
