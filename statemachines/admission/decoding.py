@@ -68,12 +68,15 @@ OBJECT_META: dict[str, Any] = {
 _INT_RANGE = {"int64": (-(1 << 63), (1 << 63) - 1)}
 
 
+_JSON_TYPES: dict[type, str] = {str: "string", list: "array", dict: "object"}
+
+
 def _json_type(value: Any) -> str:
     if isinstance(value, bool):
         return "bool"
     if isinstance(value, (int, float)):
         return "number"
-    return {str: "string", list: "array", dict: "object"}.get(type(value), "null")
+    return _JSON_TYPES.get(type(value), "null")
 
 
 def _unmarshal(value: Any, struct: str, path: str, go_type: str) -> str:

@@ -18,12 +18,12 @@ NOT_DEFINED = "vertex is not defined"
 
 
 def _graph(jobflow: Mapping[str, Any]) -> dict[str, list[str]]:
-    spec = jobflow.get("spec") if isinstance(jobflow.get("spec"), dict) else {}
+    spec = raw_spec if isinstance(raw_spec := jobflow.get("spec"), dict) else {}
     graph: dict[str, list[str]] = {}
     for flow in spec.get("flows") or ():
         if not isinstance(flow, dict):
             continue
-        depends = flow.get("dependsOn") if isinstance(flow.get("dependsOn"), dict) else {}
+        depends = raw if isinstance(raw := flow.get("dependsOn"), dict) else {}
         graph[str(flow.get("name") or "")] = [str(t) for t in depends.get("targets") or ()]
     return graph
 

@@ -91,7 +91,7 @@ def policy_errors(policies: list[dict[str, Any]] | None, path: str) -> list[str]
                 seen_events.append(event)
             if stop:
                 break
-        else:
+        elif exit_code is not None:  # always, here: without events and exitCode the loop broke above
             code = int(exit_code)
             if code == 0:
                 errors.append("0 is not a valid error code")

@@ -36,6 +36,8 @@ from statemachines.admission.fields import FieldError, invalid, not_supported
 RANGES = {"int32": (-(1 << 31), (1 << 31) - 1), "int64": (-(1 << 63), (1 << 63) - 1)}
 Schema = dict[str, Any]
 
+_JSON_TYPES: dict[type, str] = {str: "string", list: "array", dict: "object"}
+
 
 def type_name(value: Any) -> str:
     if isinstance(value, bool):
@@ -44,7 +46,7 @@ def type_name(value: Any) -> str:
         return "integer"
     if isinstance(value, float):
         return "number"
-    return {str: "string", list: "array", dict: "object"}.get(type(value), "null")
+    return _JSON_TYPES.get(type(value), "null")
 
 
 def _is_integer(value: Any) -> bool:
