@@ -28,6 +28,7 @@ and compiled into `GRAPH[(phase, trigger)] -> [(dest, guards, event)]`;
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 from transitions import Machine, MachineError
 
@@ -112,10 +113,10 @@ def compile_graph(machine: Machine) -> dict[tuple[str, str], list[Row]]:
     for trigger, event in machine.events.items():
         for source, transitions in event.transitions.items():
             rows = []
-            for t in transitions:
-                guards = tuple((GUARDS[c.func], c.target) for c in t.conditions)
-                raised = [EVENTS[name].value for name in t.after]  # plain str: compared and hashed on every pod
-                rows.append((t.dest, guards, raised[0] if raised else None))
+            for t in transitions:  # declared from TRANSITIONS: guards and callbacks by name, each with a dest
+                guards = tuple((GUARDS[cast(str, c.func)], c.target) for c in t.conditions)
+                raised = [EVENTS[cast(str, name)].value for name in t.after]  # plain str: compared and hashed on every pod
+                rows.append((cast(str, t.dest), guards, raised[0] if raised else None))
             graph[(source, trigger)] = rows
     return graph
 
@@ -164,10 +165,10 @@ def fire_with_transitions(phase: str, trigger: str, check: TaskCheck) -> tuple[s
         machine.remove_model(model)
         raise IllegalTransition(phase, trigger)
     try:
-        model.trigger(trigger)  # type: ignore[attr-defined]
+        model.trigger(trigger)  # type: ignore[attr-defined]  # added to the model by transitions.Machine
     except MachineError as err:
         raise IllegalTransition(phase, trigger) from err
-    dest = model.state  # type: ignore[attr-defined]
+    dest = model.state  # type: ignore[attr-defined]  # the same
     machine.remove_model(model)
     assert len(model.raised) <= 1
     return dest, (model.raised[0] if model.raised else None)
