@@ -41,7 +41,12 @@ from typing import Any
 from statemachines import outputs as o
 from statemachines.model.objects import Pod, PodGroup
 from statemachines.podgroups.manifest import (
-    GROUP_NAME, PREFIX, build_podgroup, controller_reference, owner_annotations, podgroup_name,
+    GROUP_NAME,
+    PREFIX,
+    build_podgroup,
+    controller_reference,
+    owner_annotations,
+    podgroup_name,
 )
 
 SCHEDULER_NAMES = ("volcano",)  # Volcano's default --scheduler-name

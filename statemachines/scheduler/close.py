@@ -116,7 +116,7 @@ def status_changed(job: JobState) -> bool:
     old = fact.conditions
     if len(old) != len(job.conditions):
         return True
-    return any(_cond_key(a) != _cond_key(b) for a, b in zip(job.conditions, old))
+    return any(_cond_key(a) != _cond_key(b) for a, b in zip(job.conditions, old, strict=True))  # equal lengths, above
 
 
 def pod_conditions(ssn: Session, job: JobState, fit_error: str) -> list[tuple[Any, str, str, str]]:

@@ -155,7 +155,7 @@ def compile_constraints(spec: o.PodSpec, namespace: str, labels: dict[str, str])
             anti_terms = hard
         weighted = raw.preferred_during_scheduling_ignored_during_execution or ()
         terms = _terms([w.pod_affinity_term for w in weighted], namespace, labels)
-        soft.extend((sign * w.weight, term) for w, term in zip(weighted, terms) if w.weight)
+        soft.extend((sign * w.weight, term) for w, term in zip(weighted, terms, strict=True) if w.weight)
     spread: list[Spread] = []
     soft_spread: list[Spread] = []
     for i, c in enumerate(spec.topology_spread_constraints or ()):

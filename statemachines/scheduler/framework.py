@@ -11,12 +11,13 @@ a heap, as Volcano evaluates its less-functions at push time.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
-from statemachines.scheduler.config import PluginOption, SchedulerConfig
-from statemachines.scheduler.snapshot import Snapshot
-from statemachines.scheduler.resources import Res
 from statemachines.scheduler.accounting import NodeState, QueueState
+from statemachines.scheduler.config import PluginOption, SchedulerConfig
+from statemachines.scheduler.resources import Res
+from statemachines.scheduler.snapshot import Snapshot
 from statemachines.scheduler.state import JobState, TaskState
 
 if TYPE_CHECKING:

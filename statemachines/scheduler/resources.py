@@ -13,8 +13,8 @@ Scalar names are visited in sorted order wherever Volcano walks a Go map, so the
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from fractions import Fraction
-from typing import Mapping
 
 from statemachines.admission.quantity import Quantity, QuantityError
 
@@ -214,9 +214,7 @@ def is_scalar_name(name: str) -> bool:
         return True
     if "/" not in name:
         return False
-    if name.startswith("requests."):
-        return False
-    return True  # extended (domain/name) or prefixed native (kubernetes.io/...)
+    return not name.startswith("requests.")  # else extended (domain/name) or prefixed native (kubernetes.io/...)
 
 
 def parse_quantity(raw: object, where: str) -> Quantity:

@@ -14,6 +14,7 @@ from msgspec import Struct
 
 from statemachines import outputs as out
 from statemachines.scheduler import close
+from statemachines.scheduler.accounting import NodeState, QueueState
 from statemachines.scheduler.actions import allocate, backfill, enqueue, preempt, reclaim
 from statemachines.scheduler.config import SchedulerConfig
 from statemachines.scheduler.emitted import condition_due, condition_key, group_key
@@ -23,7 +24,6 @@ from statemachines.scheduler.plugins import OPENERS
 from statemachines.scheduler.reasons import job_fit_error
 from statemachines.scheduler.reports import JobReport, job_report
 from statemachines.scheduler.snapshot import Snapshot
-from statemachines.scheduler.accounting import NodeState, QueueState
 from statemachines.scheduler.state import JobState, TaskState
 
 ACTIONS = {
@@ -189,7 +189,7 @@ def _close(ssn: Session) -> SessionResult:
 
     emitted = snapshot.emitted
     session_events: dict[str, list[tuple[str, str, str]]] = {}
-    for group, event_type, reason, message, channel in ssn.events:
+    for group, event_type, reason, message, _channel in ssn.events:
         session_events.setdefault(group, []).append((event_type, reason, message))
     podgroups = []
     reports: dict[str, JobReport] = {}

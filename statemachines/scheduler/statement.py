@@ -8,9 +8,9 @@ eviction occurred), which drives the gang message and the pod's `Schedulable` re
 
 from __future__ import annotations
 
+from statemachines.scheduler.accounting import NodeState
 from statemachines.scheduler.framework import Session
 from statemachines.scheduler.model import ALLOCATED, BINDING, PENDING, PIPELINED, RELEASING, RUNNING
-from statemachines.scheduler.accounting import NodeState
 from statemachines.scheduler.state import TaskState
 
 EVICT, PIPELINE, ALLOCATE = "evict", "pipeline", "allocate"

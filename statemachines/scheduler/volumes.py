@@ -86,7 +86,7 @@ class ClaimFact:
         self.selected_node = notes.get(SELECTED_NODE, "")
         self.volume = pvc.spec.volume_name
         # GetPersistentVolumeClaimClass: the beta annotation first
-        self.storage_class = notes[BETA_CLASS] if BETA_CLASS in notes else (pvc.spec.storage_class_name or "")
+        self.storage_class = notes.get(BETA_CLASS, pvc.spec.storage_class_name or "")
         self.bound = bool(self.volume) and BIND_COMPLETED in notes  # isPVCFullyBound
         self.lost = pvc.status.phase == "Lost"
         self.deleting = meta.deletion_timestamp is not None

@@ -11,6 +11,7 @@ back with its share re-read.
 
 from __future__ import annotations
 
+from statemachines.scheduler.accounting import NodeState, QueueState
 from statemachines.scheduler.actions.heap import KeyHeap
 from statemachines.scheduler.actions.nodeindex import NodeIndex
 from statemachines.scheduler.actions.placement import Search, best_node, fits_future, fits_idle
@@ -18,9 +19,8 @@ from statemachines.scheduler.config import arg_bool
 from statemachines.scheduler.fiterrors import ERROR, FitError, FitErrors, fit_error
 from statemachines.scheduler.framework import DynamicFilters, Session
 from statemachines.scheduler.model import PENDING
-from statemachines.scheduler.statement import Statement
-from statemachines.scheduler.accounting import NodeState, QueueState
 from statemachines.scheduler.state import JobState, TaskState
+from statemachines.scheduler.statement import Statement
 
 ERROR_CACHE_KEY = "predicateErrorCacheEnable"
 

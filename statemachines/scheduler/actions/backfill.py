@@ -10,6 +10,7 @@ Allocated tasks are dispatched (bound).
 
 from __future__ import annotations
 
+from statemachines.scheduler.accounting import QueueState
 from statemachines.scheduler.actions.allocate import ERROR_CACHE_KEY, _error
 from statemachines.scheduler.actions.heap import KeyHeap
 from statemachines.scheduler.actions.placement import Search, _highest
@@ -17,9 +18,8 @@ from statemachines.scheduler.config import arg_bool
 from statemachines.scheduler.fiterrors import FitErrors
 from statemachines.scheduler.framework import Session
 from statemachines.scheduler.model import ALLOCATED, BINDING, PENDING, PIPELINED
-from statemachines.scheduler.statement import allocate, unpipeline
-from statemachines.scheduler.accounting import QueueState
 from statemachines.scheduler.state import JobState, TaskState
+from statemachines.scheduler.statement import allocate, unpipeline
 
 
 def pending_tasks(ssn: Session) -> list[TaskState]:

@@ -6,9 +6,9 @@ A rejected job does not block the next one of its queue."""
 
 from __future__ import annotations
 
+from statemachines.scheduler.accounting import QueueState
 from statemachines.scheduler.actions.heap import KeyHeap
 from statemachines.scheduler.framework import Session
-from statemachines.scheduler.accounting import QueueState
 from statemachines.scheduler.state import JobState
 
 

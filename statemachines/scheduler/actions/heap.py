@@ -6,7 +6,8 @@ never compared themselves."""
 from __future__ import annotations
 
 import heapq
-from typing import Any, Callable, Generic, TypeVar
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 

@@ -17,6 +17,7 @@ share a signature and an allocation changes one node, so most scores are reused.
 
 from __future__ import annotations
 
+from statemachines.scheduler.accounting import NodeState
 from statemachines.scheduler.fiterrors import (
     NODE_POD_NUMBER_EXCEEDED,
     UNRESOLVABLE,
@@ -27,7 +28,6 @@ from statemachines.scheduler.fiterrors import (
 )
 from statemachines.scheduler.framework import Session
 from statemachines.scheduler.resources import EPS
-from statemachines.scheduler.accounting import NodeState
 from statemachines.scheduler.state import TaskState
 
 MIN_NODES_TO_FIND = 100
@@ -208,7 +208,7 @@ def batch_scores(ssn: Session, task: TaskState, nodes: list[NodeState]) -> list[
         if not needed(task.fact):
             continue
         values = score(task.fact, nodes)
-        out = values if out is None else [a + b for a, b in zip(out, values)]
+        out = values if out is None else [a + b for a, b in zip(out, values, strict=True)]  # one per node
     return out
 
 

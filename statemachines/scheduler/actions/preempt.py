@@ -9,6 +9,7 @@ same queue, other job), which are evicted in victim order until the preemptor fi
 
 from __future__ import annotations
 
+from statemachines.scheduler.accounting import NodeState, QueueState
 from statemachines.scheduler.actions.allocate import ERROR_CACHE_KEY
 from statemachines.scheduler.actions.heap import KeyHeap
 from statemachines.scheduler.actions.placement import Search, fits_future, score_nodes
@@ -18,9 +19,8 @@ from statemachines.scheduler.fiterrors import NODE_POD_NUMBER_EXCEEDED, UNSCHEDU
 from statemachines.scheduler.framework import Session
 from statemachines.scheduler.model import PENDING, PREEMPTABLE_STATUS
 from statemachines.scheduler.resources import Res
-from statemachines.scheduler.statement import Statement
-from statemachines.scheduler.accounting import NodeState, QueueState
 from statemachines.scheduler.state import JobState, TaskState
+from statemachines.scheduler.statement import Statement
 
 
 def execute(ssn: Session) -> None:

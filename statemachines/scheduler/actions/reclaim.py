@@ -5,6 +5,7 @@ is used; the task is pipelined there after the evictions."""
 
 from __future__ import annotations
 
+from statemachines.scheduler.accounting import QueueState
 from statemachines.scheduler.actions.allocate import ERROR_CACHE_KEY
 from statemachines.scheduler.actions.heap import KeyHeap
 from statemachines.scheduler.actions.placement import Search
@@ -13,9 +14,8 @@ from statemachines.scheduler.config import arg_bool
 from statemachines.scheduler.framework import Session
 from statemachines.scheduler.model import PENDING, RUNNING
 from statemachines.scheduler.resources import less_equal
-from statemachines.scheduler.statement import Statement
-from statemachines.scheduler.accounting import QueueState
 from statemachines.scheduler.state import JobState, TaskState
+from statemachines.scheduler.statement import Statement
 
 
 def execute(ssn: Session) -> None:

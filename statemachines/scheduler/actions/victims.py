@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from functools import cmp_to_key
 
+from statemachines.scheduler.accounting import NodeState
 from statemachines.scheduler.framework import Session
 from statemachines.scheduler.resources import less_equal
-from statemachines.scheduler.accounting import NodeState
 from statemachines.scheduler.state import TaskState
 
 
@@ -27,20 +27,20 @@ def victim_order(ssn: Session, victims: list[TaskState], preemptor: TaskState) -
     """Victims in eviction order: reverse TaskOrder within a job, orphaned tasks first, reverse
     QueueOrder across queues, reverse JobOrder (plugins only) then reverse TaskOrder across jobs."""
 
-    def task_cmp(l: TaskState, r: TaskState) -> int:
-        return -_cmp(ssn.task_key(l), ssn.task_key(r))
+    def task_cmp(a: TaskState, b: TaskState) -> int:
+        return -_cmp(ssn.task_key(a), ssn.task_key(b))
 
     def job_cmp(lj, rj) -> int:
         plugins = len(ssn._job_order)
         return _cmp(ssn.job_key(lj)[:plugins], ssn.job_key(rj)[:plugins])
 
-    def compare(l: TaskState, r: TaskState) -> int:
-        if l.job is r.job:
-            return task_cmp(l, r)
-        lj, rj = l.job, r.job
+    def compare(a: TaskState, b: TaskState) -> int:
+        if a.job is b.job:
+            return task_cmp(a, b)
+        lj, rj = a.job, b.job
         if lj is None or rj is None:
             if lj is None and rj is None:
-                return task_cmp(l, r)
+                return task_cmp(a, b)
             return -1 if lj is None else 1
         if preemptor.job is not None and lj.queue != rj.queue:
             lq, rq = ssn.queues.get(lj.queue), ssn.queues.get(rj.queue)
@@ -49,7 +49,7 @@ def victim_order(ssn: Session, victims: list[TaskState], preemptor: TaskState) -
         c = job_cmp(lj, rj)
         if c != 0:
             return -c
-        return task_cmp(l, r)
+        return task_cmp(a, b)
 
     return sorted(victims, key=cmp_to_key(compare))
 

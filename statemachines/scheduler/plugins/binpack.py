@@ -6,9 +6,9 @@ of them would not fit."""
 
 from __future__ import annotations
 
+from statemachines.scheduler.accounting import NodeState
 from statemachines.scheduler.config import PluginOption, arg_int, arg_str
 from statemachines.scheduler.framework import Session
-from statemachines.scheduler.accounting import NodeState
 from statemachines.scheduler.state import TaskState
 
 NAME = "binpack"

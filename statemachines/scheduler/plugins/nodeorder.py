@@ -26,12 +26,12 @@ from __future__ import annotations
 
 from typing import cast
 
+from statemachines.scheduler.accounting import NodeState
 from statemachines.scheduler.config import PluginOption, arg_int
 from statemachines.scheduler.framework import Session
 from statemachines.scheduler.images import image_score
 from statemachines.scheduler.plugins.predicates import matches_term, pod_indexes, tolerates
 from statemachines.scheduler.plugins.spread import bounds, normalized
-from statemachines.scheduler.accounting import NodeState
 from statemachines.scheduler.state import TaskState
 
 NAME = "nodeorder"

@@ -14,7 +14,7 @@ ANY_IP = "0.0.0.0"
 def conflict(wanted: tuple[tuple[str, str, int], ...], used: tuple[tuple[str, str, int], ...]) -> bool:
     for ip, protocol, port in wanted:
         for u_ip, u_protocol, u_port in used:
-            if port == u_port and protocol == u_protocol and (ip == u_ip or ip == ANY_IP or u_ip == ANY_IP):
+            if port == u_port and protocol == u_protocol and (ip in (u_ip, ANY_IP) or u_ip == ANY_IP):
                 return True
     return False
 

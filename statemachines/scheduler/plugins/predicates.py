@@ -26,11 +26,11 @@ from statemachines.scheduler.fiterrors import (
     UNRESOLVABLE,
 )
 from statemachines.scheduler.framework import Session
+from statemachines.scheduler.labels import requirement
+from statemachines.scheduler.model import ALLOCATED, PIPELINED, NodeFact
 from statemachines.scheduler.plugins import ports
 from statemachines.scheduler.plugins.interpod import InterPod, Placed
 from statemachines.scheduler.plugins.spread import TopologySpread
-from statemachines.scheduler.labels import requirement
-from statemachines.scheduler.model import ALLOCATED, PIPELINED, NodeFact
 from statemachines.scheduler.tasks import Placement, TaskFact
 from statemachines.scheduler.volumelimits import VolumeLimits
 from statemachines.scheduler.volumes import Prepared, VolumeBinder, prefilter

@@ -10,6 +10,7 @@ shares are filled again) and live share updates on (de)allocation.
 
 from __future__ import annotations
 
+from statemachines.scheduler.accounting import QueueState
 from statemachines.scheduler.config import PluginOption
 from statemachines.scheduler.framework import PERMIT, REJECT, Session
 from statemachines.scheduler.model import ALLOCATED_STATUS, PENDING
@@ -25,7 +26,6 @@ from statemachines.scheduler.resources import (
     min_dims,
     share,
 )
-from statemachines.scheduler.accounting import QueueState
 from statemachines.scheduler.state import JobState, TaskState
 
 NAME = "proportion"
@@ -210,11 +210,10 @@ def open_plugin(ssn: Session, option: PluginOption) -> None:
                     q.request.add(t.req)
         if job.phase in AWAITING_PODS and job.fact.min_task_member:
             q.request.add(awaited_request(job))
-        if job.min_resources is not None:
-            if job.phase == "Inqueue":
-                q.inqueue.add(inqueue_resource(job))
-            elif job.phase == "Running" and job.allocated_num() >= job.fact.min_member:
-                q.inqueue.add(inqueue_resource(job))
+        if job.min_resources is not None and (
+            job.phase == "Inqueue" or (job.phase == "Running" and job.allocated_num() >= job.fact.min_member)
+        ):
+            q.inqueue.add(inqueue_resource(job))
         q.elastic.add(exceeded_part(job.allocated, job.min_resources or Res()))
 
     ordered = [attrs[k] for k in sorted(attrs)]

@@ -20,7 +20,7 @@ System`); the filter has none to apply (they are all ScheduleAnyway).
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 from statemachines.scheduler.constraints import Spread
 from statemachines.scheduler.fiterrors import UNRESOLVABLE, UNSCHEDULABLE
