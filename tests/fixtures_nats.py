@@ -173,8 +173,10 @@ async def publish_file(settings: BusSettings, path: pathlib.Path) -> Any:
 FROZEN_EARLY = "1970-01-01T00:00:00Z"  # a decider clock before every log: no TIMER records
 
 
-async def decide_and_project(settings: BusSettings, *, clock: str = FROZEN_EARLY) -> tuple[Any, Any]:
-    """Run the decider, then the projector, until the streams are used up; return both."""
+async def decide_and_project(settings: BusSettings, *, clock: str = FROZEN_EARLY,
+                             write_every: float = 1.0) -> tuple[Any, Any]:
+    """Run the decider, then the projector, until the streams are used up; return both. `write_every`
+    0: the projector writes after every batch even while more is waiting (vcbus.bus.projector)."""
     from vcbus.bus.connecting import open_bus
     from vcbus.bus.decider import Decider
     from vcbus.bus.projector import Projector
@@ -182,7 +184,7 @@ async def decide_and_project(settings: BusSettings, *, clock: str = FROZEN_EARLY
     async with open_bus(settings) as bus:
         decider = Decider(bus, clock=lambda: clock)
         await decider.run(until_idle=True)
-        projector = Projector(bus)
+        projector = Projector(bus, write_every=write_every)
         await projector.run(until_idle=True)
     return decider, projector
 

@@ -63,7 +63,7 @@ async def test_acknowledgements_lost_at_every_point_of_the_cycle(
 
     monkeypatch.setattr(projector_module.Writer, "flush", flush)
     async with open_bus(bus_settings) as bus:
-        projector = Projector(bus, batch=32)
+        projector = Projector(bus, batch=32, write_every=0)  # a write after every batch: failures at each
         await projector.run(until_idle=True)
         monkeypatch.setattr(projector_module.Writer, "flush", real_flush)
         assert len(injected) > 20 and projector.views.deleted_jobs.evicted  # failures all along; jobs forgotten
@@ -85,7 +85,7 @@ async def test_reading_a_returning_jobs_stored_history_fails(bus_settings, tmp_p
 
     monkeypatch.setattr(KeyValue, "get", get)
     async with open_bus(bus_settings) as bus:
-        projector = Projector(bus, batch=1)  # the deletion is written and forgotten before the job comes back
+        projector = Projector(bus, batch=1, write_every=0)  # the deletion written and forgotten before the job is back
         await projector.run(until_idle=True)
         monkeypatch.setattr(KeyValue, "get", real_get)
         assert injected == [s.kv_key(job)] and job in projector.views.deleted_jobs.bases

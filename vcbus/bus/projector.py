@@ -17,7 +17,13 @@ Views (the same folds `vcbus replay` uses, `projections/`):
 - `_position` in both buckets: the last VCBUS_JOBS sequence folded in.
 
 Writes are batched: the projector folds everything available (up to a batch),
-then writes each touched key once and the position last. On start it
+then writes each touched key once and the position last. While the stream
+has more for it (a burst: a gang's restart, hundreds of jobs at once) it
+folds on and writes at most every `write_every` seconds (1 s), each job's
+keys once for all the batches folded since, rather than a big job's history
+after every batch; once it has caught up it writes at once. The buckets and
+their position move together either way: a reader never sees a view ahead
+of, or behind, the position it is stored with. On start it
 refolds VCBUS_JOBS in memory up to the stored position (writing nothing) and
 continues after it, so a crash between a view write and the position write
 only means some keys are written again with the same value. The refold starts
@@ -55,7 +61,7 @@ from vcbus.bus import subjects as s
 from vcbus.bus.connecting import Bus
 from vcbus.bus.errors import BusError
 from vcbus.bus import statesnap
-from vcbus.bus.reading import read_bucket, read_stream, stream_seq
+from vcbus.bus.reading import pending_after, read_bucket, read_stream, stream_seq
 from vcbus.bus.streams import last_seq, purge_bucket
 from vcbus.bus.supervising import supervise
 from vcbus.bus.views import BUCKETS, MAX_VALUE, Views  # noqa: F401 - part of this module's interface
@@ -202,11 +208,13 @@ async def write_jobs(writer: Writer, views: Views, jobs: set[str]) -> None:
 
 class Projector:
     def __init__(
-        self, bus: Bus, *, batch: int = 512, idle: float = 0.25, history_retention: float | None = None
+        self, bus: Bus, *, batch: int = 512, idle: float = 0.25, history_retention: float | None = None,
+        write_every: float = 1.0,
     ) -> None:
         self.bus = bus
         self.batch = batch
         self.idle = idle
+        self.write_every = write_every  # seconds between writes while the stream has more (module docstring)
         self.views = Views(retention=retention_of(bus, history_retention), evict=True)
         self.written = 0  # events folded and written by this run
         self.ready = asyncio.Event()
@@ -242,6 +250,9 @@ class Projector:
         if self._dirty:  # a previous session folded these but may not have written them
             await self._write_dirty(writer)
         self.ready.set()
+        loop = asyncio.get_running_loop()
+        wrote_at = loop.time()
+        unwritten = False  # folded since the last write
         async for batch in read_stream(
             js, s.JOBS_STREAM, start_seq=self.views.position + 1, follow=True, batch=self.batch, idle=self.idle
         ):
@@ -250,14 +261,23 @@ class Projector:
                     job = self.views.apply(stream_seq(msg), msg.data, msg.subject)
                     if job is not None:
                         self._dirty.add(job)
-                await self._write_dirty(writer)
                 self.written += len(batch)
+                unwritten = True
+                due = self.snapshots is not None and self.snapshots.due(self.views.position, self.snapshot_every)
+                if (pending_after(batch[-1]) and loop.time() - wrote_at < self.write_every and not due
+                        and not stop.is_set()):
+                    continue  # more is waiting: fold it before writing (the module docstring)
+            elif until_idle and not unwritten and self.views.position >= await last_seq(js, s.JOBS_STREAM):
+                break
+            if unwritten:
+                await self._write_dirty(writer)
+                wrote_at, unwritten = loop.time(), False
                 if self.snapshots is not None and self.snapshots.due(self.views.position, self.snapshot_every):
                     await self._snapshot()
-            elif until_idle and self.views.position >= await last_seq(js, s.JOBS_STREAM):
-                break
             if stop.is_set():
                 break
+        if unwritten:
+            await self._write_dirty(writer)
         if self.snapshots is not None and self.views.position > self.snapshots.saved_seq:
             await self._snapshot()  # a clean stop: the next start folds nothing
 

@@ -48,6 +48,18 @@ def stream_seq(msg: Msg) -> int:
     return msg.metadata.sequence.stream
 
 
+def pending_after(msg: Msg) -> int:
+    """How many messages the consumer still had for the reader after this one (the ack subject's last
+    token, ADR-15), read as `stream_seq` reads the sequence; 0 when the subject does not say."""
+    tokens = (msg.reply or "").split(".")
+    if tokens[0] == "$JS" and (len(tokens) == 9 or len(tokens) >= 12):
+        try:
+            return int(tokens[8] if len(tokens) == 9 else tokens[10])
+        except ValueError:
+            return 0
+    return 0
+
+
 def _config(
     *,
     start_seq: int,
