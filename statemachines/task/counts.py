@@ -17,7 +17,11 @@ from here instead of walking the pods (statemachines/job/sync.py).
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from statemachines.model.objects import JobSpec, TaskSpec
 
 
 class CachedPod(Protocol):
@@ -66,7 +70,7 @@ class TaskCounts:
         if flagged:
             self.flagged += sign
 
-    def by_phase(self, pods: object) -> dict[str, int]:
+    def by_phase(self, pods: Mapping[str, CachedPod]) -> dict[str, int]:
         """syncJob's per-task counter: the non-zero phases, keyed in the order the task's pods
         (`pods`, the cache's dict of them) first show each phase, as a walk over them would."""
         n = self.pods
@@ -84,7 +88,7 @@ class TaskCounts:
         if len(classes) < 2:
             return classes
         order: dict[str, int] = {}
-        for pod in pods.values():  # type: ignore[attr-defined]
+        for pod in pods.values():
             phase = pod.phase
             if phase not in classes:
                 phase = "Unknown"
@@ -106,10 +110,10 @@ class TaskCounts:
         )
 
 
-def counts_of(pods: object) -> TaskCounts:
+def counts_of(pods: Iterable[CachedPod]) -> TaskCounts:
     """The counts of an iterable of cached pods, from scratch (tests check the book against it)."""
     counts = TaskCounts()
-    for pod in pods:  # type: ignore[attr-defined]
+    for pod in pods:
         counts.add(pod, 1)
     return counts
 
@@ -147,11 +151,11 @@ class TaskBook:
         counts.add_values(phase, restarts, flagged, -1)
         counts.add(pod, 1)
 
-    def spec_of(self, spec: object, task: str) -> object:
+    def spec_of(self, spec: JobSpec, task: str) -> TaskSpec | None:
         """`task`'s TaskSpec in the job spec `spec` (the first of that name), or None."""
         if self.spec is not spec:
             by_name: dict = {}
-            for t in spec.tasks:  # type: ignore[attr-defined]
+            for t in spec.tasks:
                 by_name.setdefault(t.name, t)
             self.spec, self.by_name = spec, by_name
         return self.by_name.get(task)

@@ -22,6 +22,10 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from statemachines.task.counts import TaskCounts
 
 
 class TaskPhase(enum.StrEnum):
@@ -36,11 +40,11 @@ class TaskCheck:
 
     __slots__ = ("replicas", "min_available", "max_retry", "counts")
 
-    def __init__(self, replicas: int, min_available: int | None, max_retry: int, counts: object) -> None:
+    def __init__(self, replicas: int, min_available: int | None, max_retry: int, counts: TaskCounts) -> None:
         self.replicas = replicas
         self.min_available = min_available  # None: not set (then the replicas)
         self.max_retry = max_retry  # as in the spec: 0 means 3, -1 means no limit
-        self.counts = counts  # statemachines.task.counts.TaskCounts
+        self.counts = counts
 
     def task_min(self) -> int:
         return self.min_available if self.min_available is not None else self.replicas
@@ -60,26 +64,26 @@ class TaskCheck:
 
 def all_succeeded(c: TaskCheck) -> bool:
     """Volcano's TaskCompleted: replicas > 0 and succeeded pods >= replicas."""
-    return c.replicas > 0 and c.counts.succeeded >= c.replicas  # type: ignore[attr-defined]
+    return c.replicas > 0 and c.counts.succeeded >= c.replicas
 
 
 def retries_exhausted(c: TaskCheck) -> bool:
     """Volcano's TaskFailed: restarts of Running/Pending pods >= maxRetry (0 -> 3; -1 and 0 replicas: never)."""
     if c.replicas == 0 or c.max_retry == -1:
         return False
-    return c.counts.restarts >= c.retry_limit()  # type: ignore[attr-defined]
+    return c.counts.restarts >= c.retry_limit()
 
 
 def finished_short(c: TaskCheck) -> bool:
     """Every replica finished and fewer than the task's minAvailable succeeded."""
     n = c.counts
-    return c.replicas > 0 and n.succeeded + n.failed >= c.replicas and n.succeeded < c.task_min()  # type: ignore
+    return c.replicas > 0 and n.succeeded + n.failed >= c.replicas and n.succeeded < c.task_min()
 
 
 def min_available_active(c: TaskCheck) -> bool:
     """At least minAvailable pods (and at least one) are Running, Succeeded or Failed."""
     n = c.counts
-    return c.replicas > 0 and n.running + n.succeeded + n.failed >= max(c.task_min(), 1)  # type: ignore
+    return c.replicas > 0 and n.running + n.succeeded + n.failed >= max(c.task_min(), 1)
 
 
 GUARDS: dict[str, Callable[[TaskCheck], bool]] = {
@@ -92,15 +96,15 @@ def guard_text(name: str, want: bool, c: TaskCheck) -> str:
     n = c.counts
     # only the text asked for is formatted (one per guard of every phase move)
     if name == "all_succeeded":
-        text = f"all replicas succeeded ({n.succeeded} of {c.replicas})"  # type: ignore
+        text = f"all replicas succeeded ({n.succeeded} of {c.replicas})"
     elif name == "retries_exhausted":
-        text = f"container restarts reached maxRetry ({n.restarts} of {c.retry_limit()})"  # type: ignore
+        text = f"container restarts reached maxRetry ({n.restarts} of {c.retry_limit()})"
     elif name == "finished_short":
-        text = f"every replica finished, {n.succeeded} succeeded of minAvailable {c.task_min()}"  # type: ignore
+        text = f"every replica finished, {n.succeeded} succeeded of minAvailable {c.task_min()}"
     elif name == "min_available_active":
         text = (
-            f"minAvailable reached ({n.running} running, {n.succeeded} succeeded, "  # type: ignore
-            f"{n.failed} failed of minAvailable {c.task_min()})"  # type: ignore
+            f"minAvailable reached ({n.running} running, {n.succeeded} succeeded, "
+            f"{n.failed} failed of minAvailable {c.task_min()})"
         )
     else:
         raise KeyError(name)
