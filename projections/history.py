@@ -80,7 +80,7 @@ class HistoryView:
         self.keep_commands = keep_commands
         self.position = 0
         if not enabled:
-            self.apply = self._skip  # type: ignore[method-assign]
+            self.apply = self._skip  # type: ignore[method-assign]  # disabled: every event skipped, no test per event
 
     def _skip(self, event: o.Output, position: int | None = None) -> bool:
         return False
@@ -101,7 +101,7 @@ class HistoryView:
             h = self.jobs.get(event.job)
             if h is None:
                 h = self.jobs[event.job] = JobHistory(event.job)
-            h.actions.append(event)  # type: ignore[arg-type]
+            h.actions.append(event)  # type: ignore[arg-type]  # an ActionResolved: cls tested above (mypy narrows type(x), not a local)
             return True
         key = (cls, self.keep_commands)
         try:
@@ -114,8 +114,8 @@ class HistoryView:
         if h is None:
             h = self.jobs[event.job] = JobHistory(event.job)
         if field == "observed":
-            h.observed = event  # type: ignore[assignment]
-            h.uid = event.uid  # type: ignore[attr-defined]
+            h.observed = event  # type: ignore[assignment]  # the JobObserved route (_route)
+            h.uid = event.uid  # type: ignore[attr-defined]  # the same
         else:
             getattr(h, field).append(event)
         return True

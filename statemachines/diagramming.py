@@ -28,4 +28,4 @@ def draw_mermaid(states: list[str], transitions: list[dict[str, Any]], initial: 
         show_conditions=True,
         title=title,
     )
-    return model.get_graph().draw(None)  # type: ignore[attr-defined]
+    return model.get_graph().draw(None)  # type: ignore[attr-defined]  # added to the model by the GraphMachine

@@ -38,7 +38,7 @@ def _finish_kill(
     ctx: JobContext, entry: JobEntry, version: int, terminating: int, handling: Handling, action: str
 ) -> None:
     # A kill's counts are what it saw: the pods going away.
-    status = copy_killed(entry.status, version, terminating)  # type: ignore[arg-type]
+    status = copy_killed(entry.status, version, terminating)  # type: ignore[arg-type]  # a job being killed has a status
     facts = spec_facts(entry)
     guard = status_function(entry, status, handling, facts)
     if guard is not None:

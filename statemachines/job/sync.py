@@ -368,7 +368,7 @@ def _task_ready(entry: JobEntry, dep: TaskSpec | None, name: str) -> bool:
         return True
     count = 0
     pods = entry.pods.get(name) or {}
-    job_name = entry.job.metadata.name  # type: ignore[union-attr]
+    job_name = entry.job.metadata.name  # type: ignore[union-attr]  # an entry being synced has its job
     for i in range(dep.replicas):
         pod = pods.get(f"{job_name}-{name}-{i}")
         if pod is None or not pod.observed:

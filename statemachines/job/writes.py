@@ -111,7 +111,7 @@ class SpecFacts:
     )
 
     def __init__(self, entry: JobEntry) -> None:
-        spec = self.spec = entry.job.spec  # type: ignore[union-attr]
+        spec = self.spec = entry.job.spec  # type: ignore[union-attr]  # an entry being synced has its job
         self.plugins = sorted((spec.plugins or {}).keys())
         # controlledResources entries the plugins book: ("plugin-<name>", name)
         self.plugin_resources = [(f"plugin-{name}", name) for name in self.plugins]
@@ -131,7 +131,7 @@ def spec_facts(entry: JobEntry) -> SpecFacts:
     Kept on the entry (`JobEntry.facts`), so they live as long as the job; the
     outputs that carry them share them and never mutate them."""
     facts = entry.facts
-    if facts is None or facts.spec is not entry.job.spec:  # type: ignore[union-attr]
+    if facts is None or facts.spec is not entry.job.spec:  # type: ignore[union-attr]  # an entry being synced has its job
         facts = entry.facts = SpecFacts(entry)
     return facts
 
@@ -182,14 +182,14 @@ def job_volumes(entry: JobEntry) -> list[dict] | None:
     """The job spec's `volumes`, decoded once per spec object."""
     facts = spec_facts(entry)
     if not facts.volumes_read:
-        facts.volumes = _volumes.decode(entry.job.spec.volumes)  # type: ignore[union-attr]
+        facts.volumes = _volumes.decode(entry.job.spec.volumes)  # type: ignore[union-attr]  # an entry being synced has its job
         facts.volumes_read = True
     return facts.volumes
 
 
 def _min_task_member(entry: JobEntry) -> dict[str, int]:
     out = {}
-    for task in entry.job.spec.tasks:  # type: ignore[union-attr]
+    for task in entry.job.spec.tasks:  # type: ignore[union-attr]  # an entry being synced has its job
         pp = task.partition_policy
         if task.min_available is not None:
             out[task.name] = task.min_available
@@ -243,4 +243,4 @@ def last_retry_spent(entry: JobEntry, status: JobStatus, handling: Handling) -> 
     so nothing is recreated and the job goes straight to Failed (what a real cluster showed).
     vcbus's cache reflects its own deletion at once, so it decides the recreation only after
     the maxRetry check instead (docs/fidelity.md)."""
-    return handling.trigger == "restarting_check" and retries_exhausted(Check(entry.job.spec, status))  # type: ignore
+    return handling.trigger == "restarting_check" and retries_exhausted(Check(entry.job.spec, status))  # type: ignore[union-attr]  # an entry being synced has its job

@@ -36,7 +36,7 @@ class Timer(Struct):
     cancelled: bool = False
 
 
-_SCOPES = {
+_SCOPES: dict[str, str] = {  # Action is a StrEnum: its members are the str keys
     Action.RESTART_TASK: "task",
     Action.RESTART_POD: "pod",
     Action.RESTART_PARTITION: "partition",
@@ -45,7 +45,7 @@ _SCOPES = {
 
 def scope(action: str) -> str:
     """Volcano's GetActionType: task, pod, partition, or job for everything else."""
-    return _SCOPES.get(action, "job")  # type: ignore[call-overload]
+    return _SCOPES.get(action, "job")
 
 
 def rule_a_cancels(timer: Timer, event: str, pod_uid: str) -> bool:

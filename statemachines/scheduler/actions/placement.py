@@ -155,7 +155,7 @@ class Search:
             node = nodes[(start + i) % total]
             processed += 1
             if failed_before:
-                cached = cache.get(node.name)  # type: ignore[union-attr]
+                cached = cache.get(node.name)  # type: ignore[union-attr]  # failed_before: the cache is there
                 if cached is not None:
                     fe.set_node(node.name, cached)
                     continue
@@ -235,7 +235,7 @@ def _highest(ssn: Session, task: TaskState, nodes: list[NodeState]) -> NodeState
         if best is None or score > best_score or (score == best_score and node.name < best.name):
             best = node
             best_score = score
-    return best  # type: ignore[return-value]
+    return best  # type: ignore[return-value]  # nodes is never empty here: a best was set
 
 
 def score_nodes(ssn: Session, task: TaskState, nodes: list[NodeState]) -> list[tuple[float, NodeState]]:
