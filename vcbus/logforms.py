@@ -338,7 +338,7 @@ def array_values(lines: Iterable[bytes], source: str) -> Iterator[Value]:
         advance(pos)
         try:
             obj, end = dec.raw_decode(text, pos)
-        except json.JSONDecodeError as err:  # noqa: PERF203
+        except json.JSONDecodeError as err:
             yield Value(line, byte, None, f"invalid JSON: {err.msg}", last=not closed)
             return
         except RecursionError:  # where this element ends is not known: the rest of the array goes with it

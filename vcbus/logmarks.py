@@ -42,7 +42,7 @@ _FORMAT, _END = RECORD_FORMAT.encode(), INITIAL_EVENTS_END.encode()
 
 def _bookmark_annotations(decoded: object, data: bytes, mark: bytes) -> dict:
     """The annotations of a BOOKMARK record that mentions `mark`; {} for any other record."""
-    if decoded.__class__ is not Ignored or decoded.kind != "BOOKMARK" or mark not in data:  # type: ignore
+    if decoded.__class__ is not Ignored or decoded.kind != "BOOKMARK" or mark not in data:
         return {}
     try:
         meta = msgspec.json.decode(data).get("object", {}).get("metadata", {})
@@ -61,7 +61,7 @@ def initial_list_marks(revision: str) -> tuple[dict, dict]:
 
 
 def _rank(item: Item) -> int:
-    obj = item[2].object  # type: ignore[attr-defined]
+    obj = item[2].object  # type: ignore[attr-defined]  # the items ranked are Observed records
     cls = obj.__class__
     return 2 if cls is Command else 1 if cls is Job else 0
 
@@ -84,7 +84,7 @@ def synced_first(items: Iterator[Item], *, interruptible: bool = False) -> tuple
                     break  # not a marked recording: nothing to wait for
                 continue
             decoded = item[2]
-            if decoded.__class__ is Observed and decoded.type == "ADDED":  # type: ignore[attr-defined]
+            if decoded.__class__ is Observed and decoded.type == "ADDED":
                 continue
             if _bookmark_annotations(decoded, item[1], _END).get(INITIAL_EVENTS_END) == "true":
                 in_order = sorted(head[1:-1], key=_rank)  # stable: each kind keeps its order

@@ -87,11 +87,11 @@ def resource_version(decoded: object) -> tuple[int, str, str] | None:
     """(resourceVersion, uid, type) of an Observed record with a numeric resourceVersion."""
     if decoded.__class__ is not Observed:
         return None
-    meta = decoded.object.metadata  # type: ignore[attr-defined]
+    meta = decoded.object.metadata
     rv = meta.resource_version
     if not rv.isdigit():
         return None
-    return int(rv), meta.uid, decoded.type  # type: ignore[attr-defined]
+    return int(rv), meta.uid, decoded.type
 
 
 def merge(
@@ -125,7 +125,7 @@ def merge(
                     seen.add(ident)
                 carry = ident[0]
             if not keep_bytes and not (
-                decoded.__class__ is Observed and decoded.object.__class__ is Job  # type: ignore[attr-defined]
+                decoded.__class__ is Observed and decoded.object.__class__ is Job
             ) and decoded.__class__ is not Ignored:
                 data = b""  # only a vcjob's bytes are used again (its spec is rendered), and marks' (vcbus.logmarks)
             entries.append((carry, index, seq, data, decoded))
@@ -155,9 +155,9 @@ def in_etcd_order(stream: BinaryIO, source: str, *, warn: Callable[[str], None])
                 continue
             if isinstance(decoded, InvalidRecord):
                 return _rewound(stream)
-            if not unordered and decoded.__class__ is Observed and decoded.time is None:  # type: ignore
-                rv = decoded.object.metadata.resource_version  # type: ignore[attr-defined]
-                unordered = rv.isdigit() and order.check(decoded.object.__class__, rv, seq) is not None  # type: ignore
+            if not unordered and decoded.__class__ is Observed and decoded.time is None:
+                rv = decoded.object.metadata.resource_version
+                unordered = rv.isdigit() and order.check(decoded.object.__class__, rv, seq) is not None
     except UserError:  # not a watch log at all: the caller says so
         return _rewound(stream)
     if not (marked or unordered):
@@ -179,7 +179,7 @@ def in_etcd_order(stream: BinaryIO, source: str, *, warn: Callable[[str], None])
         if decoded.__class__ is not TruncatedRecord:
             out.write(data if data.endswith(b"\n") else data + b"\n")
     out.seek(0)
-    return out  # type: ignore[return-value]
+    return out
 
 
 def _rewound(stream: BinaryIO) -> BinaryIO:

@@ -178,7 +178,7 @@ def _queue_status(queue: dict[str, Any], c: o.UpdateQueueStatus) -> None:
         status.update(c.counts)
 
 
-def _int(value: Any) -> int:  # noqa: ANN401
+def _int(value: Any) -> int:
     try:
         return int(value)
     except (TypeError, ValueError):

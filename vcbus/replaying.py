@@ -148,9 +148,9 @@ class ReplayResult:
 
 
 VCJOB_PARTS: dict[type, Callable[[object], bool]] = {  # whether a record of these kinds is a vcjob's
-    Pod: lambda pod: controller_job_ref(pod.metadata) is not None,  # type: ignore[attr-defined]
-    PodGroup: lambda pg: any(is_vcjob_ref(ref) for ref in pg.metadata.owner_references or ()),  # type: ignore
-    Command: lambda cmd: cmd.target is not None and cmd.target.kind == "Job",  # type: ignore[attr-defined]
+    Pod: lambda pod: controller_job_ref(pod.metadata) is not None,  # type: ignore[attr-defined]  # a Pod
+    PodGroup: lambda pg: any(is_vcjob_ref(ref) for ref in pg.metadata.owner_references or ()),  # type: ignore[attr-defined]  # a PodGroup
+    Command: lambda cmd: cmd.target is not None and cmd.target.kind == "Job",  # type: ignore[attr-defined]  # a Command
 }
 
 
@@ -418,7 +418,7 @@ def _reread(lines: Iterable[bytes], spool: _Spool | None, interruptible: bool = 
             cut_short = True
         spool.file.seek(0)
         return spool.file, cut_short
-    lines.seek(0)  # type: ignore[attr-defined]
+    lines.seek(0)  # type: ignore[attr-defined]  # a seekable binary input (the branch above spools the rest)
     return lines, False
 
 
@@ -543,7 +543,7 @@ class _Fold:
         replay = self.replay
         cls = decoded.__class__
         if cls is Observed:
-            obj = decoded.object  # type: ignore[attr-defined]
+            obj = decoded.object  # type: ignore[attr-defined]  # an Observed: cls tested above (mypy narrows type(x), not a local)
             kind = obj.__class__
             result = self.result
             result.kinds[kind] = True
@@ -551,25 +551,25 @@ class _Fold:
                 result.vcjob_parts = VCJOB_PARTS[kind](obj)
             meta = obj.metadata
             rv = meta.resource_version
-            if rv and meta.uid and self.repeats.seen(meta.uid, rv, decoded.type):  # type: ignore[attr-defined]
+            if rv and meta.uid and self.repeats.seen(meta.uid, rv, decoded.type):  # type: ignore[attr-defined]  # the same
                 return False  # an exact repeat, dropped as the bus drops it
-            if self.checking and decoded.time is None and self.order.check(kind, rv, seq):  # type: ignore
+            if self.checking and decoded.time is None and self.order.check(kind, rv, seq):  # type: ignore[attr-defined, union-attr]  # the same; checking: an order
                 self.out_of_order()
         elif cls is Ignored:
             ignored = self.result.ignored_kinds
-            ignored[decoded.kind] = ignored.get(decoded.kind, 0) + 1  # type: ignore[attr-defined]
-            if decoded.kind == "ERROR":  # type: ignore[attr-defined]
+            ignored[decoded.kind] = ignored.get(decoded.kind, 0) + 1  # type: ignore[attr-defined]  # an Ignored: cls tested
+            if decoded.kind == "ERROR":  # type: ignore[attr-defined]  # the same
                 replay.warn(watch_error(replay.source, seq, data))
             elif seq == self.list_end:  # the initial list's end: from here on, etcd's order
                 self.checking = self.order is not None
         elif cls is not TimerRecord and cls is not RefusalRecord and cls is not CronJobRecord and cls is not FlowRecord:
-            replay.invalid(self.result, decoded)  # type: ignore[arg-type]
+            replay.invalid(self.result, decoded)  # type: ignore[arg-type]  # no known record class: an invalid record
             return False
         if self.skip and seq in self.skip:  # the engine failed on it in an earlier pass
             replay.invalid(self.result, self.skip[seq])
             return False
-        if cls is Observed and decoded.notes:  # type: ignore[attr-defined]
-            replay.warn(f"record {seq}: " + "; ".join(decoded.notes))  # type: ignore[attr-defined]
+        if cls is Observed and decoded.notes:  # type: ignore[attr-defined]  # an Observed: cls tested above (mypy narrows type(x), not a local)
+            replay.warn(f"record {seq}: " + "; ".join(decoded.notes))  # type: ignore[attr-defined]  # the same
         return True
 
     def out_of_order(self) -> None:
@@ -577,7 +577,7 @@ class _Fold:
         (`restart`), else warn; check no more."""
         if self.restart:
             raise _OutOfOrder
-        self.replay.warn((self.order.found or "").replace(  # type: ignore[union-attr]
+        self.replay.warn((self.order.found or "").replace(  # type: ignore[union-attr]  # out of order: there is an order
             "replaying the records merged by resourceVersion",
             "this replay cannot start again and goes on in input order, so it may be wrong; "
             "give the saved per-kind files to `vcbus replay` together to merge them"))
@@ -585,10 +585,10 @@ class _Fold:
 
     def decide(self, seq: int, data: bytes, decoded: object) -> list | None:
         """The engine's outputs for the record; None when it failed on it (poison, never a halt)."""
-        raw = data if decoded.__class__ is Observed and decoded.object.__class__ is Job else None  # type: ignore
+        raw = data if decoded.__class__ is Observed and decoded.object.__class__ is Job else None
         self.events += 1  # ignored ones are counted by the engine
         try:
-            return self.result.engine.apply(seq, decoded, raw=raw)  # type: ignore[arg-type]
+            return self.result.engine.apply(seq, decoded, raw=raw)  # type: ignore[arg-type]  # admitted: a record the engine takes
         except Exception as err:  # RecursionError included
             bad = PoisonedRecord(f"record {seq}: the engine failed on it: {type(err).__name__}: {err}")
             if self.poison_restart:
@@ -611,9 +611,9 @@ class _Fold:
     def scan(self, items: Iterator[Item]) -> None:
         """The order of the records after `until`, which are not folded."""
         for seq, _, decoded in items:
-            if decoded.__class__ is Observed and decoded.time is None:  # type: ignore[attr-defined]
-                rv = decoded.object.metadata.resource_version  # type: ignore[attr-defined]
-                if self.order.check(decoded.object.__class__, rv, seq):  # type: ignore
+            if decoded.__class__ is Observed and decoded.time is None:
+                rv = decoded.object.metadata.resource_version
+                if self.order.check(decoded.object.__class__, rv, seq):  # type: ignore[union-attr]  # scanned only with an order
                     raise _OutOfOrder
 
 
@@ -627,4 +627,4 @@ def _later(decoded: object, stop_time: str) -> bool:
 
 def _time_of(decoded: object) -> str | None:
     """A record's time: its own `time`, else its object's (`object_time`)."""
-    return decoded.time or (object_time(decoded.object) if decoded.__class__ is Observed else None)  # type: ignore
+    return decoded.time or (object_time(decoded.object) if decoded.__class__ is Observed else None)  # type: ignore[attr-defined]  # every record class has a time

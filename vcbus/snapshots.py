@@ -112,7 +112,7 @@ def load_watch_log(lines: Iterable[bytes], source: str, sink: Sink) -> Snapshot:
     """Fold a watch log (records as `vcbus replay` reads them) into `sink`."""
     snap = Snapshot(source, "watch log")
     decoder = msgspec.json.Decoder()
-    for rec in read_records(lines):  # type: ignore[arg-type]
+    for rec in read_records(lines):
         snap.records += 1
         where = f"{source}:{rec.line}: record {rec.seq}"
         try:
@@ -210,7 +210,7 @@ def _yaml_documents(data: bytes, source: str) -> list[_Doc]:
 
 def _is_watch_log(data: bytes) -> bool:
     """Whether the first record looks like `{"type": ..., "object": ...}` (or a TIMER/BOOKMARK)."""
-    first = next(read_records(iter(data.splitlines(keepends=True))), None)  # type: ignore[arg-type]
+    first = next(read_records(iter(data.splitlines(keepends=True))), None)
     if first is None:
         return False
     try:

@@ -42,7 +42,7 @@ def follow_lines(
                 if on_reset is not None:
                     on_reset(f"{path} got shorter (truncated or replaced): reading it again from its start")
                 fh.close()
-                fh = open(path, "rb")  # noqa: SIM115
+                fh = open(path, "rb")  # noqa: SIM115 - reopened: closed by the finally below, as the first
                 partial, position = b"", 0
                 continue
             time.sleep(interval)

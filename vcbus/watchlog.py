@@ -209,8 +209,8 @@ def decoded_records(
                 warn(f"skipped {decoded}")
             continue
         if decoded.__class__ is InvalidRecord:
-            raise decoded  # type: ignore[misc]
-        yield rec, decoded  # type: ignore[misc]
+            raise decoded
+        yield rec, decoded  # type: ignore[misc]  # neither truncated nor invalid: a Decoded (tested above)
 
 
 def _json_placed(lines: Iterable[bytes], source: str, snapshots: logforms.Snapshots) -> Iterator[Placed]:
@@ -348,7 +348,7 @@ def _last_cut_short(placed: Iterator[Placed], source: str) -> Iterator[Placed]:
 
 def _cut_short(decoded: object, source: str) -> object:
     """What the last record of an input is: a `TruncatedRecord` if it is an invalid record that was cut short."""
-    if decoded.__class__ is InvalidRecord and decoded.cut:  # type: ignore[attr-defined]
-        message = f"the last record is incomplete (the log was cut off while being written): {decoded.detail}"  # type: ignore
-        return TruncatedRecord(source, decoded.record, message)  # type: ignore[attr-defined]
+    if decoded.__class__ is InvalidRecord and decoded.cut:
+        message = f"the last record is incomplete (the log was cut off while being written): {decoded.detail}"
+        return TruncatedRecord(source, decoded.record, message)
     return decoded

@@ -216,7 +216,7 @@ def _in_loop() -> bool:
         return False
 
 
-def _run_in_thread(coro_fn) -> str:  # type: ignore[no-untyped-def]
+def _run_in_thread(coro_fn) -> str:
     """Run `coro_fn()` on a fresh event loop in a thread (the caller is inside a running loop)."""
     import asyncio
     import concurrent.futures
@@ -225,7 +225,7 @@ def _run_in_thread(coro_fn) -> str:  # type: ignore[no-untyped-def]
         return pool.submit(lambda: asyncio.run(coro_fn())).result()
 
 
-def default_replicas(nc, settings, url: str) -> int:  # type: ignore[no-untyped-def]
+def default_replicas(nc, settings, url: str) -> int:
     """Replicas for new streams and buckets: `settings.replicas` when set, else the size of the
     cluster the server announces (its INFO's `connect_urls`, or the URLs given), at most 3; 1 on a
     server that is not in a cluster."""

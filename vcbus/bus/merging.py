@@ -162,7 +162,7 @@ class Merger:
             probed = False
 
     def _merge(self, n: int) -> list[Msg]:
-        own, shared = self.own.queue, self.shared.queue  # type: ignore[union-attr]
+        own, shared = self.own.queue, self.shared.queue  # type: ignore[union-attr]  # after start(): both pullers set
         out: list[Msg] = []
         while len(out) < n:
             a = _seq(own[0]) if own else 0
@@ -192,7 +192,7 @@ class Merger:
     async def _probe(self) -> bool:
         """When one side's head waits on the other side's unknown: ask the stream. True if it
         learnt something (the head may go now, or it is known to wait for a record on its way)."""
-        own, shared = self.own.queue, self.shared.queue  # type: ignore[union-attr]
+        own, shared = self.own.queue, self.shared.queue  # type: ignore[union-attr]  # after start(): both pullers set
         if own and not shared and self.shared_known < _seq(own[0]) - 1:
             upto = _seq(own[-1])  # stored, as everything before it: the probe covers the whole queue
             if own[-1].metadata.num_pending:  # a backlog (catching up): learn about everything stored so far,
@@ -225,7 +225,7 @@ class Merger:
 
     def _check_shared(self) -> None:
         """The shared consumer delivers every shared record once, in order: a gap is a lost delivery."""
-        for msg in self.shared.queue:  # type: ignore[union-attr]
+        for msg in self.shared.queue:  # type: ignore[union-attr]  # after start(): set
             meta = msg.metadata
             if meta.sequence.consumer < self._shared_next:
                 continue

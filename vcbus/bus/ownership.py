@@ -93,7 +93,7 @@ class Ownership:
         await self.nc.flush()
         await self.unpin()
 
-    async def _answer(self, msg) -> None:  # noqa: ANN001
+    async def _answer(self, msg) -> None:
         if msg.reply:
             await self.nc.publish(msg.reply, json.dumps(self.info).encode())
 

@@ -411,4 +411,4 @@ def spooled_input(stream: BinaryIO) -> BinaryIO:
     spool = tempfile.SpooledTemporaryFile(max_size=64 * 1024 * 1024)  # noqa: SIM115 - closed by the caller
     shutil.copyfileobj(stream, spool)
     spool.seek(0)
-    return spool  # type: ignore[return-value]
+    return spool  # type: ignore[return-value]  # SpooledTemporaryFile is a binary file, but typeshed does not type it a BinaryIO

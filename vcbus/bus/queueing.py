@@ -162,7 +162,7 @@ class QueueDecider(Decider):
         self._partitions = 1
         self._stop = asyncio.Event()
 
-    async def run(self, *, stop: asyncio.Event | None = None, until_idle: bool = False):  # noqa: ANN201
+    async def run(self, *, stop: asyncio.Event | None = None, until_idle: bool = False):
         self._stop = stop or asyncio.Event()
         self.verdicts = Verdicts(self.bus.nc, self.js, count=self._partitions, poisoned=self.poisoned, stop=self._stop,
                                  until_idle=until_idle)

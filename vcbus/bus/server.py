@@ -316,7 +316,7 @@ def embedded(
         check_layout(data_dir, size)
         url = server.start()
         tmp = state.with_suffix(".tmp")
-        pids = [n.process.pid for n in server.nodes] if isinstance(server, EmbeddedCluster) else [server.process.pid]  # type: ignore[union-attr]
+        pids = [n.process.pid for n in server.nodes] if isinstance(server, EmbeddedCluster) else [server.process.pid]  # type: ignore[union-attr]  # started above: the process is set
         tmp.write_text(json.dumps({"url": url, "pid": os.getpid(), "server_pid": pids[0], "server_pids": pids}))
         tmp.replace(state)
         yield url, True

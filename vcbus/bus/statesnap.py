@@ -188,10 +188,10 @@ class _Pickler(pickle.Pickler):
         super().__init__(file, protocol=protocol)
         self._hooks = {id(v): k for k, v in hooks.items() if v is not None}
 
-    def persistent_id(self, obj: Any) -> str | None:  # noqa: D102
+    def persistent_id(self, obj: Any) -> str | None:
         return self._hooks.get(id(obj))
 
-    def reducer_override(self, obj: Any) -> Any:  # noqa: D102
+    def reducer_override(self, obj: Any) -> Any:
         if not isinstance(obj, msgspec.Struct):
             return NotImplemented
         cls = type(obj)
@@ -237,12 +237,12 @@ class _Unpickler(pickle.Unpickler):
         super().__init__(file)
         self._hooks = hooks
 
-    def persistent_load(self, pid: Any) -> Any:  # noqa: D102
+    def persistent_load(self, pid: Any) -> Any:
         if not isinstance(pid, str) or pid not in self._hooks or self._hooks[pid] is None:
             raise Invalid(f"refers to {pid!r}, which this process does not have")
         return self._hooks[pid]
 
-    def find_class(self, module: str, name: str) -> Any:  # noqa: D102
+    def find_class(self, module: str, name: str) -> Any:
         if (module, name) in _SAFE_GLOBALS:
             return super().find_class(module, name)
         if module.split(".", 1)[0] in _SAFE_MODULES and name.isidentifier() and not name.startswith("_"):
@@ -274,7 +274,7 @@ class Store:
         created = getattr(info, "created", None)
         return created.isoformat() if hasattr(created, "isoformat") else str(created or "")
 
-    async def _bucket(self, *, create: bool):  # noqa: ANN202
+    async def _bucket(self, *, create: bool):
         try:
             return await self.js.object_store(BUCKET)
         except (BucketNotFoundError, NotFoundError):

@@ -27,14 +27,14 @@ def find_report(result: Any, key: str) -> Any:  # noqa: ANN401 - SessionResult -
     return None
 
 
-def not_found(snapshot: Any, result: Any, key: str, source: str) -> UserError:  # noqa: ANN401
+def not_found(snapshot: Any, result: Any, key: str, source: str) -> UserError:
     """Exit 1: why there is no report for `key`, listing the jobs there are."""
     known = sorted({r.job for r in result.reports.values()})
     listing = f"known jobs: {', '.join(known)}" if known else "no job has a PodGroup there"
     return UserError(f"job {key} not found in {source}; {listing}", exit_code=1)
 
 
-def _owned_podgroup(snapshot: Any, ns: str, name: str) -> dict | None:  # noqa: ANN401
+def _owned_podgroup(snapshot: Any, ns: str, name: str) -> dict | None:
     """The PodGroup of vcjob ns/name (owned by it), if the snapshot has one."""
     for (kind, pg_ns, _), obj in snapshot.objects.items():
         if kind != "PodGroup" or pg_ns != ns:
@@ -76,11 +76,11 @@ def finished_vcjob(snapshot: Any, key: str) -> str:  # noqa: ANN401 - a vcbus.sn
     return ""
 
 
-def _pending(report: Any) -> int:  # noqa: ANN401
+def _pending(report: Any) -> int:
     return sum(1 for t in report.tasks if t.status == "Pending")
 
 
-def gang_event(report: Any) -> str:  # noqa: ANN401
+def gang_event(report: Any) -> str:
     """The PodGroup's Warning event `<P>/<T> tasks in gang unschedulable: <FitError>` (P = Pending tasks)."""
     if report.phase not in WAITING_PHASES or not report.fit_error:
         return ""

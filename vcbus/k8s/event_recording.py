@@ -128,7 +128,7 @@ class EventRecording:
         if cmd.api_version and cmd.api_version != expected.get(kind, cmd.api_version):
             raise Refused(f"an event about a {kind} of {cmd.api_version}: vcbus records events only on its own kinds")
         require_event_target(kind, cmd.name or name, ns, name, cluster=cluster)
-        read_job = lambda: self._job(ns, name)  # noqa: E731
+        read_job = lambda: self._job(ns, name)  # noqa: E731 - passed to check_object, which reads the job only when it needs it
         if kind == "Job":
             obj: Any = self._job(ns, name, cached=True)
             api_version = JOB_API_VERSION
@@ -145,7 +145,7 @@ class EventRecording:
                 pod = {"metadata": {"name": target, "namespace": ns}}
             else:
                 schedulers = getattr(self, "scheduler_names", SCHEDULER_NAMES)
-                schedulable = lambda: require_schedulable(pod, ns, schedulers)  # noqa: E731
+                schedulable = lambda: require_schedulable(pod, ns, schedulers)  # noqa: E731 - called here under the pod's own key, else by check_object
                 if target == name:  # under the pod's own key: the scheduler's, whatever vcjob owns it
                     schedulable()
                 else:

@@ -697,7 +697,7 @@ class ResourceWatcher:
                 self._resp = None
             try:
                 resp.release_conn()
-            except Exception:  # noqa: BLE001
+            except Exception:  # closing a connection that is going away anyway
                 pass
         return True
 
