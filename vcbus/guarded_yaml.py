@@ -59,7 +59,7 @@ class _GuardedLoader(yaml.SafeLoader):
         super().__init__(stream)
         self._depth = 0
 
-    def compose_node(self, parent: Any, index: Any) -> Any:  # noqa: ANN401 - PyYAML's signature
+    def compose_node(self, parent: Any, index: Any) -> Any:  # PyYAML's signature
         self._depth += 1
         try:
             if self._depth > MAX_DEPTH + 2:

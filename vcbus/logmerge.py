@@ -174,7 +174,7 @@ def in_etcd_order(stream: BinaryIO, source: str, *, warn: Callable[[str], None])
         items = synced_first(iter(merged))[0]
     else:
         items = synced_first(iter_log(stream, source))[0]
-    out = tempfile.TemporaryFile()  # noqa: SIM115 - the caller closes it
+    out = tempfile.TemporaryFile()  # the caller closes it
     for _, data, decoded in items:
         if decoded.__class__ is not TruncatedRecord:
             out.write(data if data.endswith(b"\n") else data + b"\n")

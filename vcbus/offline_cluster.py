@@ -55,7 +55,7 @@ class OfflineCluster:
         """Fold a snapshot input (any form `vcbus.snapshots` reads)."""
         return self._loaded(load_snapshot(data, source, self._sink()))
 
-    def load_log(self, lines: Any, source: str) -> Snapshot:  # noqa: ANN401 - any iterable of byte lines
+    def load_log(self, lines: Any, source: str) -> Snapshot:  # any iterable of byte lines
         """Fold a watch log given as lines (e.g. the bus's VCBUS_K8S spooled to a file)."""
         return self._loaded(load_watch_log(lines, source, self._sink()))
 
@@ -123,7 +123,7 @@ class OfflineCluster:
         self._modify(("PersistentVolume", "", binding.volume), lambda v: v.setdefault("spec", {}).update(claimRef=ref))
         return True
 
-    def _modify(self, key: Key, change: Any) -> None:  # noqa: ANN401 - a callable on the object
+    def _modify(self, key: Key, change: Any) -> None:  # a callable on the object
         current = self.snapshot.objects.get(key)
         if current is None:
             return  # gone from the cluster: the API server would answer NotFound

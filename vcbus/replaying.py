@@ -395,7 +395,7 @@ class _Spool:
         import tempfile  # only for a pipe that may have to be read again
 
         self.lines = lines
-        self.file = tempfile.TemporaryFile()  # noqa: SIM115 - closed with the replay's process
+        self.file = tempfile.TemporaryFile()  # closed with the replay's process
 
     def __iter__(self) -> Iterator[bytes]:
         write = self.file.write

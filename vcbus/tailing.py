@@ -19,7 +19,7 @@ from typing import Callable, Iterator
 def follow_lines(
     path: str, *, interval: float = 0.1, on_reset: Callable[[str], None] | None = None
 ) -> Iterator[bytes]:
-    fh = open(path, "rb")  # noqa: SIM115 - closed when the generator is
+    fh = open(path, "rb")  # closed when the generator is
     try:
         partial = b""
         position = 0
@@ -42,7 +42,7 @@ def follow_lines(
                 if on_reset is not None:
                     on_reset(f"{path} got shorter (truncated or replaced): reading it again from its start")
                 fh.close()
-                fh = open(path, "rb")  # noqa: SIM115 - reopened: closed by the finally below, as the first
+                fh = open(path, "rb")  # reopened: closed by the finally below, as the first
                 partial, position = b"", 0
                 continue
             time.sleep(interval)

@@ -98,7 +98,7 @@ def open_input(path: str) -> tuple[BinaryIO, str]:
     if path == "-":
         return sys.stdin.buffer, "<stdin>"
     try:
-        return open(path, "rb", buffering=READ_BUFFER), path  # noqa: SIM115 - closed by the caller
+        return open(path, "rb", buffering=READ_BUFFER), path  # closed by the caller
     except FileNotFoundError:
         raise UserError(f"{path}: no such file") from None
     except IsADirectoryError:

@@ -110,7 +110,7 @@ class FlowRecord(Struct, frozen=True):
     """`{"type": ADDED|MODIFIED|DELETED, "object": <JobFlow or JobTemplate>, "time": ...}`."""
 
     type: str
-    object: Union[JobFlow, JobTemplate]  # noqa: UP007 (a run-time value: msgspec's tagged union)
+    object: Union[JobFlow, JobTemplate]  # a run-time value: msgspec's tagged union
     time: str | None = None
 
 

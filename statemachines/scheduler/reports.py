@@ -64,7 +64,7 @@ def largest(ssn: Session) -> dict[str, tuple[float, str]]:
     return ssn.largest
 
 
-def too_big(ssn: Session, task: Any) -> str:  # noqa: ANN401 - a TaskState
+def too_big(ssn: Session, task: Any) -> str:  # a TaskState
     """`Insufficient <resource>: requests <q>, the largest allocatable is <q> (<node>)` for the first
     resource (cpu, memory, then by name) the task asks more of than any node has, or ""."""
     if not ssn.node_list:

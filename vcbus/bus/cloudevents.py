@@ -149,7 +149,7 @@ def resolve_source(source: str | None, *, kubeconfig: str | None = None, context
         contexts, active = config.list_kube_config_contexts(config_file=kubeconfig)
         chosen = next((c for c in contexts if c.get("name") == context), None) if context else active
         name = ((chosen or {}).get("context") or {}).get("cluster") or ""
-    except Exception:  # noqa: BLE001 - no readable kubeconfig: api_client_for reports it
+    except Exception:  # no readable kubeconfig: api_client_for reports it
         name = ""
     return f"{DEFAULT_SOURCE}/clusters/{_uri_segment(name)}" if name else DEFAULT_SOURCE
 

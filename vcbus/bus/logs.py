@@ -68,7 +68,7 @@ async def export(bus: Bus, out: BinaryIO, *, job: str | None = None, since: Sinc
 
 async def spool(bus: Bus) -> BinaryIO:
     """The whole of VCBUS_K8S as a seekable JSON-lines file (in memory up to 64 MB, then on disk)."""
-    fh = tempfile.SpooledTemporaryFile(max_size=64 * 1024 * 1024)  # noqa: SIM115 - returned open
+    fh = tempfile.SpooledTemporaryFile(max_size=64 * 1024 * 1024)  # returned open
     await export(bus, fh)  # type: ignore[arg-type]  # SpooledTemporaryFile is a binary file, but typeshed does not type it a BinaryIO
     fh.seek(0)
     return fh  # type: ignore[return-value]  # the same

@@ -64,7 +64,7 @@ from vcbus.bus import statesnap
 from vcbus.bus.reading import pending_after, read_bucket, read_stream, stream_seq
 from vcbus.bus.streams import last_seq, purge_bucket
 from vcbus.bus.supervising import supervise
-from vcbus.bus.views import BUCKETS, MAX_VALUE, Views  # noqa: F401 - part of this module's interface
+from vcbus.bus.views import BUCKETS, MAX_VALUE, Views  # part of this module's interface
 
 log = logging.getLogger("vcbus.projector")
 SNAPSHOT_OWNER = "vcbus-projector"  # its snapshots' names in the object store (vcbus.bus.statesnap)

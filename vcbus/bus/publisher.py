@@ -408,7 +408,7 @@ def spooled_input(stream: BinaryIO) -> BinaryIO:
     """A seekable copy of a non-seekable input (stdin), so it can be read twice."""
     if stream is not sys.stdin.buffer and stream.seekable():
         return stream
-    spool = tempfile.SpooledTemporaryFile(max_size=64 * 1024 * 1024)  # noqa: SIM115 - closed by the caller
+    spool = tempfile.SpooledTemporaryFile(max_size=64 * 1024 * 1024)  # closed by the caller
     shutil.copyfileobj(stream, spool)
     spool.seek(0)
     return spool  # type: ignore[return-value]  # SpooledTemporaryFile is a binary file, but typeshed does not type it a BinaryIO

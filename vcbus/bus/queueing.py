@@ -153,7 +153,7 @@ class QueueDecider(Decider):
 
     deciding_kind = QueueDeciding  # its records into messages
 
-    def __init__(self, bus: Bus, **options) -> None:  # noqa: ANN003 - Decider's options
+    def __init__(self, bus: Bus, **options) -> None:  # Decider's options
         options.pop("engine", None)
         options.pop("partition", None)
         super().__init__(bus, engine=role_engine(), **options)

@@ -146,7 +146,7 @@ class EmbeddedServer:
                 extra=self.extra_config,
             )
         )
-        log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
+        log = open(self.log_path, "ab")  # handed to the child
         offset = log.tell()
         try:
             self.process = subprocess.Popen(
@@ -229,7 +229,7 @@ class EmbeddedServer:
 def _lock(data_dir: pathlib.Path, *, wait: float) -> IO[str] | None:
     """The data dir's exclusive lock, or None if another process holds it after `wait` seconds."""
     data_dir.mkdir(parents=True, exist_ok=True)
-    fh = open(data_dir / LOCK_FILE, "a+")  # noqa: SIM115 - held while the server runs
+    fh = open(data_dir / LOCK_FILE, "a+")  # held while the server runs
     deadline = time.monotonic() + wait
     while True:
         try:

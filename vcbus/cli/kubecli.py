@@ -54,7 +54,7 @@ def _context(kubeconfig: str | None, context: str | None) -> tuple[str, str]:
         chosen = next((c for c in contexts if c.get("name") == context), None) if context else active
         chosen = chosen or {}
         return chosen.get("name", ""), (chosen.get("context") or {}).get("namespace") or "default"
-    except Exception:  # noqa: BLE001 - no kubeconfig (in a pod): the default namespace
+    except Exception:  # no kubeconfig (in a pod): the default namespace
         return "", "default"
 
 
@@ -88,7 +88,7 @@ class Cluster:
             return api_request(self.api, method, path, body=body, query=query, content_type=content_type)
         except KubeApiError as err:
             raise self._error(err, rk, verb, namespace, name) from None
-        except Exception as err:  # noqa: BLE001 - urllib3/socket errors: the server cannot be reached
+        except Exception as err:  # urllib3/socket errors: the server cannot be reached
             reason = getattr(err, "reason", None) or err
             raise ClusterError(f"cannot reach the API server at {self.host}: {reason}") from None
 

@@ -73,7 +73,7 @@ def export_cmd(
     settings = from_flags(nats_url, data_dir)
     if output:
         try:
-            fh: BinaryIO = open(output, "wb")  # noqa: SIM115 - closed in the finally below
+            fh: BinaryIO = open(output, "wb")  # closed in the finally below
         except OSError as err:
             raise UserError(f"{output}: {err.strerror}") from None
     else:

@@ -55,7 +55,7 @@ def _context_namespace(kubeconfig: str | None, context: str | None) -> str:
         contexts, active = config.list_kube_config_contexts(config_file=kubeconfig)
         chosen = next((c for c in contexts if c.get("name") == context), None) if context else active
         return ((chosen or {}).get("context") or {}).get("namespace") or "default"
-    except Exception:  # noqa: BLE001 - no kubeconfig (in a pod): the default namespace
+    except Exception:  # no kubeconfig (in a pod): the default namespace
         return "default"
 
 
@@ -88,7 +88,7 @@ class _Output:
     def _open(self):
         if self.fh is None:
             try:
-                self.fh = open(self.path, "wb")  # noqa: SIM115 - closed by close()
+                self.fh = open(self.path, "wb")  # closed by close()
             except OSError as err:
                 raise UserError(f"-o {self.path}: {err.strerror}") from None
         return self.fh

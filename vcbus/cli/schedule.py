@@ -51,7 +51,7 @@ def register(group: click.Group) -> None:
     group.add_command(schedule)
 
 
-def bind_row(b: Any) -> dict[str, str]:  # noqa: ANN401 - a Bind
+def bind_row(b: Any) -> dict[str, str]:  # a Bind
     return {"namespace": b.namespace, "name": b.name, "node": b.node}
 
 

@@ -29,7 +29,7 @@ def resources(values: dict[str, str]) -> str:
     return ", ".join(f"{k} {values[k]}" for k in order)
 
 
-def session_line(number: int, result: Any, time: str) -> str:  # noqa: ANN401 - a SessionResult
+def session_line(number: int, result: Any, time: str) -> str:  # a SessionResult
     info = next((x for x in result.outputs if isinstance(x, o.SchedulingSession)), None)
     scope = f"{plural(info.nodes, 'node')}, {plural(info.jobs, 'job')}: " if info is not None else ""
     return f"Session {number} ({time}): {scope}{plural(len(result.binds), 'bind')}, " + plural(
@@ -37,7 +37,7 @@ def session_line(number: int, result: Any, time: str) -> str:  # noqa: ANN401 - 
     )
 
 
-def session_block(number: int, result: Any, time: str) -> list[str]:  # noqa: ANN401 - a SessionResult
+def session_block(number: int, result: Any, time: str) -> list[str]:  # a SessionResult
     lines = [session_line(number, result, time)]
     if result.binds:
         lines += table([["BIND", "NAMESPACE", "POD", "NODE"]] + [["", b.namespace, b.name, b.node] for b in result.binds])
@@ -76,7 +76,7 @@ ALSO_COUNTED = ("PriorityClass", "Namespace", "PersistentVolumeClaim", "Persiste
                 "VolumeAttachment", "Service", "ReplicationController", "ReplicaSet", "StatefulSet")
 
 
-def snapshot_line(snap: Any) -> str:  # noqa: ANN401 - a vcbus.snapshots.Snapshot
+def snapshot_line(snap: Any) -> str:  # a vcbus.snapshots.Snapshot
     """What the input held (say it before the sessions add to it)."""
     counts = ", ".join([plural(len(snap.of_kind(k)), k) for k in ALWAYS_COUNTED]
                        + [plural(n, k) for k in ALSO_COUNTED if (n := len(snap.of_kind(k)))])

@@ -98,7 +98,7 @@ def _print(doc: dict[str, Any], form: str) -> None:
     print_document(doc, form)
 
 
-async def _load_bus(cluster: Any, settings: Any) -> str:  # noqa: ANN401 - OfflineCluster, BusSettings
+async def _load_bus(cluster: Any, settings: Any) -> str:  # OfflineCluster, BusSettings
     """Fold the bus's VCBUS_K8S into the cluster's cache; return the source's name."""
     from vcbus.bus import subjects as s
     from vcbus.bus.connecting import open_bus

@@ -19,7 +19,7 @@ from vcbus.k8s.ownership import job_owners
 WAITING_PHASES = ("", "Pending", "Inqueue", "Unknown")
 
 
-def find_report(result: Any, key: str) -> Any:  # noqa: ANN401 - SessionResult -> JobReport | None
+def find_report(result: Any, key: str) -> Any:  # SessionResult -> JobReport | None
     """The report of the job `key` (`ns/vcjob` or `ns/podgroup`), or None."""
     for report in result.reports.values():
         if key in (report.job, report.podgroup):
@@ -44,7 +44,7 @@ def _owned_podgroup(snapshot: Any, ns: str, name: str) -> dict | None:
     return None
 
 
-def without_report(snapshot: Any, key: str, source: str) -> str:  # noqa: ANN401 - a vcbus.snapshots.Snapshot
+def without_report(snapshot: Any, key: str, source: str) -> str:  # a vcbus.snapshots.Snapshot
     """The answer (exit 0) for a job the session has no report of: a PodGroup (asked by its name or its
     vcjob's) whose queue does not exist, a vcjob without its PodGroup yet, a finished vcjob; else ''."""
     ns, _, name = key.partition("/")
@@ -66,7 +66,7 @@ def without_report(snapshot: Any, key: str, source: str) -> str:  # noqa: ANN401
 FINISHED = ("Completed", "Failed", "Aborted", "Terminated")
 
 
-def finished_vcjob(snapshot: Any, key: str) -> str:  # noqa: ANN401 - a vcbus.snapshots.Snapshot
+def finished_vcjob(snapshot: Any, key: str) -> str:  # a vcbus.snapshots.Snapshot
     """The sentence for a vcjob that has finished (so it has no PodGroup to wait on), or ''."""
     ns, _, name = key.partition("/")
     vcjob = snapshot.objects.get(("Job", ns, name))
@@ -87,7 +87,7 @@ def gang_event(report: Any) -> str:
     return f"{_pending(report)}/{report.tasks_total} tasks in gang unschedulable: {report.fit_error}"
 
 
-def why(report: Any) -> str:  # noqa: ANN401 - a JobReport
+def why(report: Any) -> str:  # a JobReport
     """One sentence: what holds the job back (or that nothing does)."""
     r = report
     if r.phase in ("Running", "Completed"):
@@ -124,7 +124,7 @@ def why(report: Any) -> str:  # noqa: ANN401 - a JobReport
             "deserved share, or the session ended before reaching it.")
 
 
-def explain(report: Any) -> list[str]:  # noqa: ANN401 - a JobReport
+def explain(report: Any) -> list[str]:  # a JobReport
     """The report in words, one fact per line."""
     r = report
     lines = [why(r)]

@@ -413,7 +413,7 @@ class ActuatorService:
                 result = "refused"
                 try:
                     await self._refused(cmd, item.index, item.msg_id, err)
-                except Exception as bus_err:  # noqa: BLE001 - its REFUSED record not stored: not acked, stop
+                except Exception as bus_err:  # its REFUSED record not stored: not acked, stop
                     self._fail(bus_err)
                     return
         finally:
@@ -429,7 +429,7 @@ class ActuatorService:
         try:
             if item.msgs:
                 await self._ack(item.msgs)
-        except Exception as err:  # noqa: BLE001 - the bus went away: stop, the next run gets it again
+        except Exception as err:  # the bus went away: stop, the next run gets it again
             self._fail(err)
             return
         self._finish(item, result, took)
@@ -498,7 +498,7 @@ class ActuatorService:
 
         try:  # the first try outside the retry loop: nearly every command needs only one
             return await once()
-        except Exception as err:  # noqa: BLE001 - sorted by `retried`
+        except Exception as err:  # sorted by `retried`
             if not retried(err):
                 raise
         retry = unreachable_retry("actuator", maximum=self.max_backoff, logger=log)

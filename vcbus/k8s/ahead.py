@@ -96,7 +96,7 @@ class Ahead:
         for msg_id, cmd in todo:
             try:
                 fut = self._admit(cmd, index_of(msg_id), msg_id)
-            except Exception as err:  # noqa: BLE001 - e.g. the Lease is lost: the stream path says so
+            except Exception as err:  # e.g. the Lease is lost: the stream path says so
                 log.debug("actuator: offer of %s not taken (%s: %s)", msg_id, type(err).__name__, err)
                 break
             first = first or fut

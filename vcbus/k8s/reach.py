@@ -47,7 +47,7 @@ async def reach(api_client: Any, *, timeout: float, stop: asyncio.Event,
     while not stop.is_set():
         try:
             await asyncio.to_thread(rawcalls.call, api_client, "GET", "/version")
-        except Exception as err:  # noqa: BLE001 - sorted below
+        except Exception as err:  # sorted below
             if status_of(err) and not transient(err):
                 break  # it answered (401, 403, 404...): reached; what it refuses, the components say themselves
             if not transient(err):

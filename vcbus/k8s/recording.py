@@ -236,7 +236,7 @@ class Recorder:
         try:
             for event in watcher:
                 self._queue.put((rk, event))
-        except BaseException as err:  # noqa: BLE001 - a watcher bug: tell the main loop
+        except BaseException as err:  # a watcher bug: tell the main loop
             self._queue.put((rk, err))
 
     def run(self, stop: threading.Event, *, deadline: float | None = None, on_tick: Callable[[], None] | None = None):

@@ -559,7 +559,7 @@ class ResourceWatcher:
                     self._need_list = True
                 except _Stopped:
                     break
-                except Exception as e:  # noqa: BLE001 - any failure: back off and retry
+                except Exception as e:  # any failure: back off and retry
                     if self._stopping.is_set():
                         break
                     if isinstance(e, KubeApiError) and e.status in (401, 403):
@@ -641,7 +641,7 @@ class ResourceWatcher:
             if shutdown is not None:
                 shutdown()
             resp.close()
-        except Exception:  # noqa: BLE001 - closing a dying connection
+        except Exception:  # closing a dying connection
             pass
 
     def _watch_once(self) -> bool:

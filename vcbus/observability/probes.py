@@ -139,7 +139,7 @@ class _Handler(BaseHTTPRequestHandler):
     server: "ProbeServer"
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:  # stdlib signature
         log.debug("probe %s " + format, self.address_string(), *args)
 
     def _send(self, status: int, body: bytes, content_type: str = "text/plain; charset=utf-8") -> None:
@@ -149,7 +149,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def do_GET(self) -> None:  # noqa: N802 - stdlib name
+    def do_GET(self) -> None:  # stdlib name
         path = self.path.split("?")[0]
         r = self.server.readiness
         if path == "/metrics":

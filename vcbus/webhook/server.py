@@ -56,7 +56,7 @@ class AdmissionHandler(BaseHTTPRequestHandler):
     server: AdmissionServer
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:  # stdlib signature
         log.debug("%s " + format, self.address_string(), *args)
 
     def _send(self, status: int, body: bytes, content_type: str = "application/json") -> None:
@@ -66,13 +66,13 @@ class AdmissionHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def do_GET(self) -> None:  # noqa: N802 - stdlib name
+    def do_GET(self) -> None:  # stdlib name
         if self.path.split("?")[0] == "/healthz":
             self._send(200, b"ok", "text/plain")
         else:
             self._send(404, b"not found\n", "text/plain")
 
-    def do_POST(self) -> None:  # noqa: N802 - stdlib name
+    def do_POST(self) -> None:  # stdlib name
         path = self.path.split("?")[0]
         try:
             length = int(self.headers.get("Content-Length") or 0)
