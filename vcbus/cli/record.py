@@ -86,7 +86,7 @@ class _Output:
                 raise UserError(f"-o {path}: permission denied")
 
     def _open(self):
-        if self.fh is None:
+        if self.fh is None and self.path is not None:  # no file yet: there is a path (else stdout)
             try:
                 self.fh = open(self.path, "wb")  # closed by close()
             except OSError as err:
